@@ -1,0 +1,25 @@
+/**
+ * Every default number in one place, each with the document it comes from.
+ */
+export const DEFAULTS = {
+  /** Immediate retries per round (NServiceBus recoverability: 5). */
+  immediateRetries: 5,
+  /** Delayed retries (NServiceBus recoverability: 3). */
+  delayedRetries: 3,
+  /** Step of the linear delayed-retry schedule: 10, 20, 30 s (NServiceBus recoverability). */
+  delayedRetryStepMs: 10_000,
+  /** Longest delay between two delayed retries: 24 h (NServiceBus recoverability). */
+  maxDelayMs: 24 * 3600_000,
+  /** Error queue name (NServiceBus recoverability: `error`). */
+  errorQueue: 'error',
+  /** Messages handled at once by one endpoint. */
+  concurrency: 10,
+  /** How long a delivery is leased before another consumer may take it. */
+  leaseMs: 30_000,
+  /** NSQ requeue: DefaultRequeueDelay 90 s. */
+  nsqRequeueDelayMs: 90_000,
+  /** NSQ requeue: MaxRequeueDelay 15 min. */
+  nsqMaxRequeueDelayMs: 15 * 60_000,
+  /** NSQ requeue: MaxAttempts 5 (0 = forever). */
+  nsqMaxAttempts: 5,
+} as const;

@@ -1,0 +1,72 @@
+import { hostname } from 'node:os';
+import { linear } from '../backoff/linear.js';
+import type { Backoff } from '../backoff/types.js';
+import { jsonCodec, type Codec } from '../codec.js';
+import { DEFAULTS } from '../defaults.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
+import { systemClock, type Clock } from '../time/clock.js';
+import { systemRandom, type Random } from '../time/random.js';
+import type { Transport } from '../transport/types.js';
+import type { CustomPolicy, EndpointOptions, Handler } from './options.js';
+import { duration, fn, nonEmpty, OptionError, wholeNumber } from './validate.js';
+
+/** Endpoint options after validation, with every default filled in. */
+export interface EndpointConfig<T> {
+  readonly name: string;
+  readonly queue: string;
+  readonly transport: Transport;
+  readonly handler: Handler<T>;
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly immediateRetries: number;
+  readonly delayedRetries: number;
+  readonly delayedBackoff: Backoff;
+  readonly maxDelayMs: number;
+  readonly errorQueue: string;
+  readonly isUnrecoverable: UnrecoverablePredicate;
+  readonly policy: CustomPolicy | undefined;
+  readonly codec: Codec<T>;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly logger: Logger;
+  readonly host: string;
+}
+
+/** Validates options, naming the option at fault, and fills in defaults. */
+export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointConfig<T> {
+  if (typeof options !== 'object' || options === null) throw new OptionError('Endpoint options must be an object');
+  const r = options.recoverability ?? {};
+  const name = nonEmpty('name', options.name);
+  const transport = options.transport;
+  if (typeof transport !== 'object' || transport === null || typeof transport.consume !== 'function') {
+    throw new OptionError('transport must be a Transport (such as SqliteTransport or MemoryTransport)');
+  }
+  const unrecoverable = r.unrecoverable ?? [];
+  if (!Array.isArray(unrecoverable) || unrecoverable.some((c) => typeof c !== 'function')) {
+    throw new OptionError('recoverability.unrecoverable must be an array of error classes');
+  }
+  return {
+    name,
+    queue: options.queue === undefined ? name : nonEmpty('queue', options.queue),
+    transport,
+    handler: fn<Handler<T>>('handler', options.handler),
+    concurrency: wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000),
+    leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
+    immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),
+    delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
+    delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),
+    maxDelayMs: duration('recoverability.maxDelayMs', r.maxDelayMs ?? DEFAULTS.maxDelayMs),
+    errorQueue: r.errorQueue === undefined ? DEFAULTS.errorQueue : nonEmpty('recoverability.errorQueue', r.errorQueue),
+    isUnrecoverable: unrecoverableClassifier(
+      unrecoverable as readonly ErrorClass[],
+      r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
+    ),
+    policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
+    codec: (options.codec ?? jsonCodec) as Codec<T>,
+    clock: options.clock ?? systemClock,
+    random: options.random === undefined ? systemRandom : fn<Random>('random', options.random),
+    logger: options.logger ?? silentLogger,
+    host: options.host ?? hostname(),
+  };
+}

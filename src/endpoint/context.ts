@@ -1,0 +1,32 @@
+import type { Headers } from '../transport/types.js';
+
+/** Options of {@link MessageContext.requeue}. */
+export interface RequeueOptions {
+  /** The delay before the message comes back. Default: the next delayed-retry delay. */
+  delayMs?: number;
+  /** Whether the consumer should also back off as a whole (NSQ "requeue with backoff"). Default true. */
+  backoff?: boolean;
+}
+
+/** What a handler knows about the message it handles. */
+export interface MessageContext {
+  readonly messageId: string;
+  readonly queue: string;
+  readonly headers: Readonly<Headers>;
+  /** The attempt within this round of immediate retries, from 1. */
+  readonly immediateAttempt: number;
+  /** Delayed retries already taken (0 on the first round). */
+  readonly delayedAttempt: number;
+  /** Handler attempts in all, counting this one. */
+  readonly attempt: number;
+  /** Times the broker has delivered this copy, counting this delivery. */
+  readonly deliveryCount: number;
+  /** Aborts when the endpoint is stopping: finish or give up promptly. */
+  readonly signal: AbortSignal;
+  /**
+   * Ask for the message to come back later (NSQ requeue), once the handler
+   * returns. It counts as an attempt and as a delayed retry; when the
+   * delayed retries are spent the message goes to the error queue instead.
+   */
+  requeue(options?: RequeueOptions): void;
+}

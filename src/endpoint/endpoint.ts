@@ -1,0 +1,348 @@
+import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
+import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
+import { TypedEmitter } from '../events.js';
+import type { FailureContext } from '../policy/context.js';
+import { deadLetter, type Decision } from '../policy/decision.js';
+import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
+import { DeserializationError } from '../policy/errors.js';
+import type { Delivery, Subscription } from '../transport/types.js';
+import { resolveEndpointConfig, type EndpointConfig } from './config.js';
+import type { MessageContext, RequeueOptions } from './context.js';
+import type { EndpointEvents, FailureEvent } from './events.js';
+import type { EndpointOptions } from './options.js';
+import { duration } from './validate.js';
+
+/** Counters an endpoint keeps since it started. */
+export interface EndpointStats {
+  handled: number;
+  immediateRetries: number;
+  delayedRetries: number;
+  requeued: number;
+  deadLettered: number;
+  discarded: number;
+  settlementFailures: number;
+  inFlight: number;
+}
+
+type State = 'idle' | 'running' | 'stopping' | 'stopped';
+
+/**
+ * The consume loop: takes messages from a queue, runs the handler, and when
+ * it fails asks the recoverability policy what to do: retry at once, retry
+ * later (the broker holds the delay), move to the error queue, or discard.
+ */
+export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
+  readonly config: EndpointConfig<T>;
+  readonly #policy: (context: FailureContext) => Decision;
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #stopping = new AbortController();
+  #subscription: Subscription | undefined;
+  #state: State = 'idle';
+  #stopped: Promise<void> | undefined;
+  readonly #stats: EndpointStats = {
+    handled: 0,
+    immediateRetries: 0,
+    delayedRetries: 0,
+    requeued: 0,
+    deadLettered: 0,
+    discarded: 0,
+    settlementFailures: 0,
+    inFlight: 0,
+  };
+
+  constructor(options: EndpointOptions<T>) {
+    super((error, event) => this.config.logger.error({ err: error, event: String(event) }, 'redeliver: an event listener threw'));
+    this.config = resolveEndpointConfig(options);
+    const base = defaultPolicy({ ...this.config });
+    const custom = this.config.policy;
+    this.#policy = custom ? (context) => custom(context, base(context)) : base;
+  }
+
+  /** A snapshot of the counters. */
+  get stats(): EndpointStats {
+    return { ...this.#stats, inFlight: this.#inFlight.size };
+  }
+
+  /** Whether the endpoint is consuming. */
+  get running(): boolean {
+    return this.#state === 'running';
+  }
+
+  /**
+   * Starts consuming. When `signal` aborts, the endpoint stops as with
+   * {@link stop}.
+   */
+  async start(signal?: AbortSignal): Promise<void> {
+    if (this.#state !== 'idle') throw new Error(`endpoint ${this.config.name} was already started`);
+    this.#state = 'running';
+    this.#subscription = await this.config.transport.consume(this.config.queue, (d) => this.#accept(d), {
+      prefetch: this.config.concurrency,
+      leaseMs: this.config.leaseMs,
+    });
+    if (signal) {
+      if (signal.aborted) await this.stop();
+      else signal.addEventListener('abort', () => void this.stop(), { once: true });
+    }
+  }
+
+  /**
+   * Stops taking messages, aborts the handlers' `signal`, lets in-flight
+   * handlers finish and settle, and leaves every other message in the store.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#state === 'idle') {
+      this.#state = 'stopped';
+      return;
+    }
+    this.#state = 'stopping';
+    await this.#subscription?.pause();
+    this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#subscription?.close();
+    this.#state = 'stopped';
+  }
+
+  #accept(delivery: Delivery): void {
+    if (this.#state !== 'running') {
+      void delivery.release().catch(() => undefined);
+      return;
+    }
+    const task = this.#process(delivery).finally(() => this.#inFlight.delete(task));
+    this.#inFlight.add(task);
+  }
+
+  async #process(delivery: Delivery): Promise<void> {
+    const { config } = this;
+    const state = readRetryState(delivery.headers);
+    let message: T;
+    try {
+      message = config.codec.decode(delivery.body);
+    } catch (error) {
+      const failure = error instanceof DeserializationError ? error : new DeserializationError(String((error as Error)?.message ?? error), { cause: error });
+      const context = this.#failureContext(delivery, failure, state, 0, state.attempts, state.history);
+      await this.#deadLetter(delivery, context, 'deserialization');
+      return;
+    }
+
+    let attempts = state.attempts;
+    let history: readonly FailureRecord[] = state.history;
+    for (let immediateAttempt = 1; ; immediateAttempt++) {
+      attempts++;
+      let requeue: RequeueOptions | undefined;
+      const context: MessageContext = {
+        messageId: delivery.id,
+        queue: delivery.queue,
+        headers: delivery.headers,
+        immediateAttempt,
+        delayedAttempt: state.delayedAttempts,
+        attempt: attempts,
+        deliveryCount: delivery.deliveryCount,
+        signal: this.#stopping.signal,
+        requeue: (options = {}) => {
+          requeue = options;
+        },
+      };
+      const startedAt = config.clock.now();
+      try {
+        await config.handler(message, context);
+      } catch (error) {
+        history = appendFailure(history, this.#record(error, immediateAttempt, state.delayedAttempts));
+        const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history);
+        const decision = this.#decide(failure);
+        if (decision.kind === 'retry-now' && this.#state === 'running') {
+          this.#stats.immediateRetries++;
+          this.#logFailure('info', failure, `Immediate retry is going to retry message '${delivery.id}' because of an exception`);
+          this.emit('immediateRetry', failureEvent(failure));
+          continue;
+        }
+        await this.#carryOut(delivery, failure, decision);
+        return;
+      }
+      if (requeue) {
+        await this.#requeue(delivery, state, attempts, history, requeue);
+        return;
+      }
+      if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
+        this.#stats.handled++;
+        this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
+      }
+      return;
+    }
+  }
+
+  /** Runs the policy; a policy that throws or answers nonsense sends the message to the error queue. */
+  #decide(failure: FailureContext): Decision {
+    try {
+      const decision = this.#policy(failure);
+      if (decision?.kind === 'retry-later') duration('retry-later delay', decision.delayMs);
+      if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return decision;
+      throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
+    } catch (error) {
+      this.config.logger.error({ err: error, messageId: failure.messageId }, 'redeliver: the recoverability policy failed; moving the message to the error queue');
+      return deadLetter('policy');
+    }
+  }
+
+  async #carryOut(delivery: Delivery, failure: FailureContext, decision: Decision): Promise<void> {
+    switch (decision.kind) {
+      case 'retry-now':
+        // Only reached while stopping: hand the message back for another consumer.
+        await this.#settle(delivery, 'release', () => delivery.release());
+        return;
+      case 'retry-later': {
+        const delayMs = Math.min(decision.delayMs, this.config.maxDelayMs);
+        const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+        if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+          this.#stats.delayedRetries++;
+          this.#logFailure('warn', failure, `Delayed retry will reschedule message '${delivery.id}' after a delay of ${formatDelay(delayMs)} because of an exception`, { delayMs });
+          this.emit('delayedRetry', { ...failureEvent(failure), delayMs });
+        }
+        return;
+      }
+      case 'dead-letter':
+        await this.#deadLetter(delivery, failure, decision.reason);
+        return;
+      case 'discard':
+        if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
+          this.#stats.discarded++;
+          this.#logFailure('warn', failure, `Discarding message '${delivery.id}': ${decision.reason}`);
+          this.emit('discarded', { ...failureEvent(failure), reason: decision.reason });
+        }
+        return;
+    }
+  }
+
+  async #requeue(delivery: Delivery, state: RetryState, attempts: number, history: readonly FailureRecord[], options: RequeueOptions): Promise<void> {
+    const { config } = this;
+    const base = { delayedAttempt: state.delayedAttempts, lastDelayMs: state.lastDelayMs, delayedElapsedMs: state.delayedElapsedMs };
+    const requested = options.delayMs === undefined ? nextDelayedRetry(config, base) : duration('requeue delayMs', options.delayMs);
+    const failure = this.#failureContext(delivery, new Error('requeued by the handler'), state, 1, attempts, history);
+    if (state.delayedAttempts >= config.delayedRetries || requested === undefined) {
+      await this.#deadLetter(delivery, failure, 'requeue-limit');
+      return;
+    }
+    const delayMs = Math.min(requested, config.maxDelayMs);
+    const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+    if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+      this.#stats.requeued++;
+      const backoff = options.backoff ?? true;
+      config.logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
+      this.emit('requeued', { messageId: delivery.id, queue: delivery.queue, delayMs, backoff });
+    }
+  }
+
+  async #deadLetter(delivery: Delivery, failure: FailureContext, reason: string): Promise<void> {
+    const { config } = this;
+    const headers = deadLetterHeaders(delivery.headers, {
+      reason,
+      error: summarizeError(failure.error),
+      at: new Date(config.clock.now()),
+      queue: delivery.queue,
+      endpoint: config.name,
+      host: config.host,
+      immediateAttempts: failure.immediateAttempt,
+      state: {
+        attempts: failure.attempts,
+        delayedAttempts: failure.delayedAttempt,
+        lastDelayMs: failure.lastDelayMs,
+        delayedElapsedMs: failure.delayedElapsedMs,
+        history: failure.history,
+      },
+    });
+    if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
+      this.#stats.deadLettered++;
+      this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because processing failed due to an exception`, { reason });
+      this.emit('deadLettered', { ...failureEvent(failure), errorQueue: config.errorQueue, reason });
+    }
+  }
+
+  /** Runs a settlement; when the broker refuses, reports it: the broker still holds the message. */
+  async #settle(delivery: Delivery, action: string, settle: () => Promise<void>): Promise<boolean> {
+    try {
+      await settle();
+      return true;
+    } catch (error) {
+      this.#stats.settlementFailures++;
+      this.config.logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, action }, `Could not ${action} message '${delivery.id}'; the broker will deliver it again`);
+      this.emit('settlementFailed', { messageId: delivery.id, queue: delivery.queue, action, error });
+      return false;
+    }
+  }
+
+  #record(error: unknown, immediateAttempt: number, delayedAttempt: number): FailureRecord {
+    const summary = summarizeError(error);
+    return {
+      at: new Date(this.config.clock.now()).toISOString(),
+      errorName: summary.name,
+      message: summary.message,
+      immediateAttempt,
+      delayedAttempt,
+    };
+  }
+
+  #failureContext(delivery: Delivery, error: unknown, state: RetryState, immediateAttempt: number, attempts: number, history: readonly FailureRecord[]): FailureContext {
+    return {
+      error,
+      messageId: delivery.id,
+      queue: delivery.queue,
+      headers: delivery.headers,
+      immediateAttempt,
+      delayedAttempt: state.delayedAttempts,
+      attempts,
+      lastDelayMs: state.lastDelayMs,
+      delayedElapsedMs: state.delayedElapsedMs,
+      history,
+    };
+  }
+
+  #logFailure(level: 'info' | 'warn' | 'error', failure: FailureContext, text: string, extra: object = {}): void {
+    const summary = summarizeError(failure.error);
+    this.config.logger[level](
+      {
+        messageId: failure.messageId,
+        queue: failure.queue,
+        endpoint: this.config.name,
+        immediateAttempt: failure.immediateAttempt,
+        delayedAttempt: failure.delayedAttempt,
+        attempt: failure.attempts,
+        err: { name: summary.name, message: summary.message, stack: summary.stack },
+        ...extra,
+      },
+      `${text}: ${summary.name}: ${summary.message}`,
+    );
+  }
+}
+
+function nextRound(failure: FailureContext, delayMs: number): RetryState {
+  return {
+    attempts: failure.attempts,
+    delayedAttempts: failure.delayedAttempt + 1,
+    lastDelayMs: delayMs,
+    delayedElapsedMs: failure.delayedElapsedMs + delayMs,
+    history: failure.history,
+  };
+}
+
+function failureEvent(failure: FailureContext): FailureEvent {
+  return {
+    messageId: failure.messageId,
+    queue: failure.queue,
+    error: failure.error,
+    immediateAttempt: failure.immediateAttempt,
+    delayedAttempt: failure.delayedAttempt,
+    attempt: failure.attempts,
+  };
+}
+
+/** HH:MM:SS, or milliseconds below a second, as in the log lines. */
+export function formatDelay(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const total = Math.round(ms / 1000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${pad(Math.floor(total / 3600))}:${pad(Math.floor((total % 3600) / 60))}:${pad(total % 60)}`;
+}

@@ -1,0 +1,30 @@
+/** The events an endpoint emits, each with one arguments object. */
+export interface EndpointEvents {
+  /** The handler succeeded and the message was acknowledged. */
+  handled: { messageId: string; queue: string; attempt: number; durationMs: number };
+  /** The handler failed and runs again at once (logged at info). */
+  immediateRetry: FailureEvent;
+  /** The handler failed and the message comes back after `delayMs` (logged at warn). */
+  delayedRetry: FailureEvent & { delayMs: number };
+  /** The handler asked for a requeue. */
+  requeued: { messageId: string; queue: string; delayMs: number; backoff: boolean };
+  /** The message moved to the error queue (logged at error). */
+  deadLettered: FailureEvent & { errorQueue: string; reason: string };
+  /** A policy discarded the message. */
+  discarded: FailureEvent & { reason: string };
+  /**
+   * Settling with the broker failed (the connection dropped, the lease
+   * expired). The broker still holds the message and delivers it again.
+   */
+  settlementFailed: { messageId: string; queue: string; action: string; error: unknown };
+}
+
+/** The common fields of failure events. */
+export interface FailureEvent {
+  messageId: string;
+  queue: string;
+  error: unknown;
+  immediateAttempt: number;
+  delayedAttempt: number;
+  attempt: number;
+}

@@ -1,0 +1,67 @@
+import type { Backoff } from '../backoff/types.js';
+import type { Codec } from '../codec.js';
+import type { Logger } from '../logger.js';
+import type { ErrorClass, UnrecoverablePredicate } from '../policy/classify.js';
+import type { FailureContext } from '../policy/context.js';
+import type { Decision } from '../policy/decision.js';
+import type { Clock } from '../time/clock.js';
+import type { Random } from '../time/random.js';
+import type { Transport } from '../transport/types.js';
+import type { MessageContext } from './context.js';
+
+/** Handles one message. Throwing (or rejecting) starts recoverability. */
+export type Handler<T> = (message: T, context: MessageContext) => void | Promise<void>;
+
+/**
+ * A custom recoverability policy: receives the failure and the decision the
+ * default policy would make, and returns the decision to carry out.
+ */
+export type CustomPolicy = (context: FailureContext, defaultDecision: Decision) => Decision;
+
+/** How failed messages are retried and where they go when retries are spent. */
+export interface RecoverabilityOptions {
+  /** Retries at once, in this process, per round. Default 5 (NServiceBus). */
+  immediateRetries?: number;
+  /** Retries later, held by the broker; each is followed by a fresh round of immediate retries. Default 3 (NServiceBus). */
+  delayedRetries?: number;
+  /** The delay before each delayed retry. Default `linear(10_000)`: 10, 20, 30 s (NServiceBus). */
+  delayedBackoff?: Backoff;
+  /** No delay between two delayed retries exceeds this. Default 24 h (NServiceBus); at most 2^31-1 ms. */
+  maxDelayMs?: number;
+  /** Where messages go when retries are spent or they are unrecoverable. Default `error`. */
+  errorQueue?: string;
+  /** Errors of these classes, and of every subclass, skip every retry. Default none (beyond `UnrecoverableError` and undecodable bodies, which always do). */
+  unrecoverable?: readonly ErrorClass[];
+  /** Errors this predicate accepts skip every retry. Default none. */
+  isUnrecoverable?: UnrecoverablePredicate;
+  /** Takes the final say over each failure. Default none: the default policy decides. */
+  policy?: CustomPolicy;
+}
+
+/** Options of an {@link Endpoint}. */
+export interface EndpointOptions<T> {
+  /** The endpoint's name, in logs, events and failure headers. Required. */
+  name: string;
+  /** The queue to consume. Default: the endpoint's name. */
+  queue?: string;
+  /** The broker or store. Required. */
+  transport: Transport;
+  /** The message handler. Required. */
+  handler: Handler<T>;
+  /** Messages handled at once. Default 10. */
+  concurrency?: number;
+  /** How long a delivery is leased before another consumer may take it, on transports that lease. Default 30 000 ms. */
+  leaseMs?: number;
+  /** Retry and error-queue settings. */
+  recoverability?: RecoverabilityOptions;
+  /** Body codec. Default UTF-8 JSON. */
+  codec?: Codec<T>;
+  /** Source of time. Default the system clock. */
+  clock?: Clock;
+  /** Source of randomness for jitter. Default `Math.random`. */
+  random?: Random;
+  /** A pino-compatible logger. Default none: silent. */
+  logger?: Logger;
+  /** The host name recorded in failure headers. Default `os.hostname()`. */
+  host?: string;
+}

@@ -1,0 +1,61 @@
+import { HEADER, LIMITS } from './names.js';
+import { truncate, withRetryState, type RetryState } from './retry-state.js';
+import type { Headers } from '../transport/types.js';
+
+/** The parts of a thrown value that are recorded. */
+export interface ErrorSummary {
+  readonly name: string;
+  readonly message: string;
+  readonly stack: string;
+}
+
+/** Describes anything a handler may throw, bounded in size. */
+export function summarizeError(error: unknown): ErrorSummary {
+  if (error instanceof Error || (typeof error === 'object' && error !== null && 'message' in error)) {
+    const e = error as { name?: unknown; message?: unknown; stack?: unknown };
+    return {
+      name: truncate(typeof e.name === 'string' && e.name ? e.name : 'Error', 200),
+      message: truncate(safeString(e.message), LIMITS.messageChars),
+      stack: truncate(typeof e.stack === 'string' ? e.stack : '', LIMITS.stackChars),
+    };
+  }
+  return { name: 'NonError', message: truncate(safeString(error), LIMITS.messageChars), stack: '' };
+}
+
+/** What the error-queue copy records about the final failure. */
+export interface DeadLetterFacts {
+  readonly reason: string;
+  readonly error: ErrorSummary;
+  readonly at: Date;
+  readonly queue: string;
+  readonly endpoint: string;
+  readonly host: string;
+  readonly immediateAttempts: number;
+  readonly state: RetryState;
+}
+
+/** The headers of the error-queue copy: the user's headers, the retry state and the failure. */
+export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterFacts): Headers {
+  const out = withRetryState(headers, facts.state);
+  out[HEADER.failureReason] = truncate(facts.reason, 200);
+  out[HEADER.failureErrorName] = facts.error.name;
+  out[HEADER.failureMessage] = facts.error.message;
+  if (facts.error.stack) out[HEADER.failureStack] = facts.error.stack;
+  out[HEADER.failureTime] = facts.at.toISOString();
+  out[HEADER.failureQueue] = facts.queue;
+  out[HEADER.failureEndpoint] = facts.endpoint;
+  out[HEADER.failureHost] = facts.host;
+  out[HEADER.failureImmediateAttempts] = String(facts.immediateAttempts);
+  out[HEADER.failureDelayedAttempts] = String(facts.state.delayedAttempts);
+  out[HEADER.failureAttempts] = String(facts.state.attempts);
+  return out;
+}
+
+function safeString(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return String(value);
+  } catch {
+    return '[unprintable]';
+  }
+}

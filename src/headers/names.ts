@@ -1,0 +1,54 @@
+/**
+ * The header format, the same on every transport. All values are strings.
+ * Retry state travels with the message in these headers, so a delayed retry
+ * picked up by another process or after a restart continues the count.
+ */
+export const HEADER = {
+  /** Handler attempts made before this delivery, across every round. */
+  attempts: 'redeliver-attempts',
+  /** Delayed retries already taken. */
+  delayedAttempts: 'redeliver-delayed-attempts',
+  /** The delay before this delivery, in milliseconds (what a backoff that depends on the previous delay reads). */
+  lastDelay: 'redeliver-last-delay-ms',
+  /** The sum of the delayed-retry delays so far, in milliseconds. */
+  delayedElapsed: 'redeliver-delayed-elapsed-ms',
+  /** JSON array of the most recent failures, oldest first, at most {@link LIMITS.historyEntries}. */
+  history: 'redeliver-history',
+  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, or a custom reason. */
+  failureReason: 'redeliver-failure-reason',
+  /** `name` of the last error. */
+  failureErrorName: 'redeliver-failure-error-name',
+  /** `message` of the last error, at most {@link LIMITS.messageChars} characters. */
+  failureMessage: 'redeliver-failure-message',
+  /** Stack of the last error, at most {@link LIMITS.stackChars} characters. */
+  failureStack: 'redeliver-failure-stack',
+  /** When the message moved to the error queue, ISO 8601. */
+  failureTime: 'redeliver-failure-time',
+  /** The queue the message failed on: where a replay sends it back. */
+  failureQueue: 'redeliver-failure-queue',
+  /** The endpoint that moved it. */
+  failureEndpoint: 'redeliver-failure-endpoint',
+  /** The host the endpoint ran on. */
+  failureHost: 'redeliver-failure-host',
+  /** Handler attempts in the last round of immediate retries. */
+  failureImmediateAttempts: 'redeliver-failure-immediate-attempts',
+  /** Delayed retries taken. */
+  failureDelayedAttempts: 'redeliver-failure-delayed-attempts',
+  /** Handler attempts in all. */
+  failureAttempts: 'redeliver-failure-attempts',
+} as const;
+
+/** Every header name redeliver writes starts with this. */
+export const HEADER_PREFIX = 'redeliver-';
+
+/** Bounds that keep headers small whatever happens. */
+export const LIMITS = {
+  /** Entries kept in the failure history. */
+  historyEntries: 10,
+  /** Characters of an error message kept in a history entry. */
+  historyMessageChars: 500,
+  /** Characters of the last error message. */
+  messageChars: 4_096,
+  /** Characters of the last error's stack. */
+  stackChars: 16_384,
+} as const;

@@ -1,0 +1,43 @@
+/**
+ * redeliver: recoverability for message handlers. Immediate retries,
+ * broker-held delayed retries, an error queue with the story of each
+ * failure, on any transport. Transports are subpath exports:
+ * `redeliver/sqlite` (the embedded default), `redeliver/memory`,
+ * `redeliver/rabbitmq`.
+ */
+export { Endpoint, formatDelay, type EndpointStats } from './endpoint/endpoint.js';
+export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
+export type { MessageContext, RequeueOptions } from './endpoint/context.js';
+export type { EndpointEvents, FailureEvent } from './endpoint/events.js';
+export { OptionError } from './endpoint/validate.js';
+export { Producer, type ProducerOptions, type SendOptions } from './producer/producer.js';
+
+export * from './backoff/index.js';
+
+export { retryNow, retryLater, deadLetter, discard, type Decision, type FailureReason } from './policy/decision.js';
+export type { FailureContext } from './policy/context.js';
+export { UnrecoverableError, RetryLaterError, DeserializationError, isUnrecoverableError } from './policy/errors.js';
+export type { ErrorClass, UnrecoverablePredicate } from './policy/classify.js';
+export { defaultPolicy, type DefaultPolicySettings } from './policy/default-policy.js';
+
+export { HEADER, LIMITS } from './headers/names.js';
+export { readRetryState, type RetryState, type FailureRecord } from './headers/retry-state.js';
+
+export { jsonCodec, bytesCodec, type Codec } from './codec.js';
+export type { Logger } from './logger.js';
+export { DEFAULTS } from './defaults.js';
+
+export { systemClock, MAX_TIMER_MS, type Clock } from './time/clock.js';
+export { systemRandom, seededRandom, type Random } from './time/random.js';
+export { FakeClock } from './time/fake-clock.js';
+
+export type {
+  Transport,
+  TransportCapabilities,
+  Delivery,
+  Subscription,
+  ConsumeOptions,
+  DeliveryListener,
+  OutgoingMessage,
+  Headers,
+} from './transport/types.js';

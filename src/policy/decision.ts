@@ -1,0 +1,26 @@
+/**
+ * What to do with a message whose handler failed. Decisions are data: a
+ * custom policy receives the default decision and returns one of these.
+ */
+export type Decision =
+  /** Run the handler again at once, in this process, without a broker round trip. */
+  | { readonly kind: 'retry-now' }
+  /** Hand the message back to the broker, to be delivered again after `delayMs`. */
+  | { readonly kind: 'retry-later'; readonly delayMs: number }
+  /** Move the message to the error queue. */
+  | { readonly kind: 'dead-letter'; readonly reason: FailureReason | string }
+  /** Drop the message: acknowledge it without handling. */
+  | { readonly kind: 'discard'; readonly reason: string };
+
+/** The reasons the engine itself gives for moving a message to the error queue. */
+export type FailureReason =
+  | 'retries-exhausted'
+  | 'unrecoverable'
+  | 'deserialization'
+  | 'requeue-limit'
+  | 'policy';
+
+export const retryNow = (): Decision => ({ kind: 'retry-now' });
+export const retryLater = (delayMs: number): Decision => ({ kind: 'retry-later', delayMs });
+export const deadLetter = (reason: FailureReason | string = 'policy'): Decision => ({ kind: 'dead-letter', reason });
+export const discard = (reason = 'discarded by policy'): Decision => ({ kind: 'discard', reason });

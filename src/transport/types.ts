@@ -1,0 +1,90 @@
+/**
+ * The transport contract: broker I/O only. A transport receives messages
+ * under a lease, settles them (ack, retry later, dead-letter), sends, and
+ * pauses and resumes consumption. Every transport passes the conformance
+ * suite in `test/conformance/`.
+ */
+
+/** Message headers: string keys, string values, the same on every transport. */
+export type Headers = Record<string, string>;
+
+/** What a transport can promise, so the endpoint knows what it can rely on. */
+export interface TransportCapabilities {
+  /** Delayed messages are held by the broker or store, not by a timer per message in this process. */
+  readonly nativeDelay: boolean;
+  /** The broker counts deliveries of a message itself (`Delivery.deliveryCount` survives crashes). */
+  readonly nativeDeliveryCount: boolean;
+  /** Settling a message and writing its retry or error copy happen atomically: never two copies. */
+  readonly atomicSettle: boolean;
+}
+
+/** A message to put on a queue. */
+export interface OutgoingMessage {
+  /** Stable message id; kept across retries and dead-lettering. */
+  readonly id: string;
+  readonly body: Uint8Array;
+  readonly headers: Headers;
+}
+
+/**
+ * One delivery of a message, held under a lease until settled. Exactly one
+ * settlement call takes effect; settlement is final once it resolves. A
+ * delivery that is never settled comes back after its lease expires (or when
+ * the connection that holds it closes).
+ */
+export interface Delivery {
+  readonly id: string;
+  readonly queue: string;
+  readonly body: Uint8Array;
+  readonly headers: Readonly<Headers>;
+  /** How many times this copy has been delivered, counting this one (1 on the first delivery). */
+  readonly deliveryCount: number;
+  /** The message is done: remove it. */
+  ack(): Promise<void>;
+  /**
+   * Schedule a copy with `headers` to reappear on this queue after `delayMs`,
+   * and settle this delivery. The copy keeps the id and body.
+   */
+  retryLater(delayMs: number, headers: Headers): Promise<void>;
+  /** Move the message to `errorQueue` with `headers`, and settle this delivery. */
+  deadLetter(errorQueue: string, headers: Headers): Promise<void>;
+  /** Give the message back unsettled, available again at once, without counting an attempt. */
+  release(): Promise<void>;
+}
+
+/** Options for {@link Transport.consume}. */
+export interface ConsumeOptions {
+  /** The most deliveries handed out and not yet settled at any time. */
+  readonly prefetch: number;
+  /** How long a delivery stays leased before another consumer may take it, where the transport leases. */
+  readonly leaseMs?: number;
+}
+
+/** A running consumer on one queue. */
+export interface Subscription {
+  /** Stop handing out new deliveries; unsettled ones stay with their holder. */
+  pause(): Promise<void>;
+  /** Hand out deliveries again. */
+  resume(): Promise<void>;
+  /**
+   * Stop for good. Messages the transport fetched but did not hand out go
+   * back to the queue; deliveries already handed out may still be settled.
+   */
+  close(): Promise<void>;
+}
+
+/** Called by the transport for each delivery, one call per message. */
+export type DeliveryListener = (delivery: Delivery) => void;
+
+/** A broker or store. */
+export interface Transport {
+  /** Short name for logs and docs, such as `sqlite`. */
+  readonly name: string;
+  readonly capabilities: TransportCapabilities;
+  /** Put a message on `queue`; resolves once the broker has it. */
+  send(queue: string, message: OutgoingMessage): Promise<void>;
+  /** Start delivering messages from `queue` to `listener`. */
+  consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription>;
+  /** Release every resource. Open subscriptions are closed first. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,1 @@
+export { MemoryTransport, AlreadySettledError, type MemoryTransportOptions } from './memory-transport.js';

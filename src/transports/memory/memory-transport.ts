@@ -1,0 +1,233 @@
+import { systemClock, type Clock } from '../../time/clock.js';
+import type {
+  ConsumeOptions,
+  Delivery,
+  DeliveryListener,
+  Headers,
+  OutgoingMessage,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from '../../transport/types.js';
+import { MinHeap } from '../../util/min-heap.js';
+
+/** Options of {@link MemoryTransport}. */
+export interface MemoryTransportOptions {
+  /** Source of time for delays. Default the system clock; pass a FakeClock in tests. */
+  clock?: Clock;
+}
+
+interface StoredMessage {
+  readonly id: string;
+  readonly body: Uint8Array;
+  readonly headers: Headers;
+  deliveries: number;
+}
+
+interface DelayedMessage {
+  readonly queue: string;
+  readonly dueAt: number;
+  readonly seq: number;
+  readonly message: StoredMessage;
+}
+
+/** A settlement was asked of a delivery that is already settled. */
+export class AlreadySettledError extends Error {
+  override readonly name = 'AlreadySettledError';
+}
+
+/**
+ * An in-process transport for tests and examples, with the same semantics as
+ * the durable ones: delays wait in one time-ordered heap driven by the
+ * injected clock (one wake-up for the earliest due time, no timer per
+ * message). Nothing survives the process.
+ */
+export class MemoryTransport implements Transport {
+  readonly name = 'memory';
+  readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  readonly #clock: Clock;
+  readonly #ready = new Map<string, StoredMessage[]>();
+  readonly #delayed = new MinHeap<DelayedMessage>((a, b) => a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq));
+  readonly #subscriptions = new Map<string, Set<MemorySubscription>>();
+  #seq = 0;
+  #wake: { dueAt: number; abort: AbortController } | undefined;
+  #closed = false;
+
+  constructor(options: MemoryTransportOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Messages ready on `queue` now (not counting delayed or held ones). */
+  depth(queue: string): number {
+    return this.#ready.get(queue)?.length ?? 0;
+  }
+
+  /** Messages waiting for a delay on any queue. */
+  get delayedCount(): number {
+    return this.#delayed.size;
+  }
+
+  async send(queue: string, message: OutgoingMessage): Promise<void> {
+    this.#assertOpen();
+    this.#enqueue(queue, { id: message.id, body: message.body, headers: { ...message.headers }, deliveries: 0 });
+  }
+
+  async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
+    this.#assertOpen();
+    const sub = new MemorySubscription(this, queue, listener, options.prefetch);
+    let set = this.#subscriptions.get(queue);
+    if (!set) this.#subscriptions.set(queue, (set = new Set()));
+    set.add(sub);
+    this.dispatch(queue);
+    return sub;
+  }
+
+  async close(): Promise<void> {
+    for (const set of this.#subscriptions.values()) for (const sub of set) await sub.close();
+    this.#wake?.abort.abort();
+    this.#closed = true;
+  }
+
+  /** @internal */
+  unsubscribe(sub: MemorySubscription): void {
+    this.#subscriptions.get(sub.queue)?.delete(sub);
+  }
+
+  /** @internal Hands ready messages of `queue` to subscriptions with room. */
+  dispatch(queue: string): void {
+    const ready = this.#ready.get(queue);
+    const subs = this.#subscriptions.get(queue);
+    if (!ready || !subs) return;
+    let progress = true;
+    while (ready.length > 0 && progress) {
+      progress = false;
+      for (const sub of subs) {
+        if (ready.length === 0) break;
+        if (!sub.hasRoom()) continue;
+        const message = ready.shift()!;
+        message.deliveries++;
+        sub.deliver(this.#delivery(queue, message, sub));
+        progress = true;
+      }
+    }
+  }
+
+  #delivery(queue: string, message: StoredMessage, sub: MemorySubscription): Delivery {
+    let settled = false;
+    const settle = (action: () => void) => {
+      if (settled) return Promise.reject(new AlreadySettledError(`message ${message.id} is already settled`));
+      settled = true;
+      action();
+      sub.settled();
+      return Promise.resolve();
+    };
+    return {
+      id: message.id,
+      queue,
+      body: message.body,
+      headers: message.headers,
+      deliveryCount: message.deliveries,
+      ack: () => settle(() => undefined),
+      retryLater: (delayMs, headers) =>
+        settle(() => this.#schedule(queue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 }, delayMs)),
+      deadLetter: (errorQueue, headers) =>
+        settle(() => this.#enqueue(errorQueue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 })),
+      release: () =>
+        settle(() => {
+          this.#readyQueue(queue).unshift(message);
+          queueMicrotask(() => this.dispatch(queue));
+        }),
+    };
+  }
+
+  #enqueue(queue: string, message: StoredMessage): void {
+    this.#readyQueue(queue).push(message);
+    queueMicrotask(() => this.dispatch(queue));
+  }
+
+  #readyQueue(queue: string): StoredMessage[] {
+    let ready = this.#ready.get(queue);
+    if (!ready) this.#ready.set(queue, (ready = []));
+    return ready;
+  }
+
+  #schedule(queue: string, message: StoredMessage, delayMs: number): void {
+    this.#delayed.push({ queue, dueAt: this.#clock.now() + delayMs, seq: this.#seq++, message });
+    this.#armWake();
+  }
+
+  /** Keeps exactly one wake-up, for the earliest due time. */
+  #armWake(): void {
+    const next = this.#delayed.peek();
+    if (!next || this.#closed) return;
+    if (this.#wake && this.#wake.dueAt <= next.dueAt) return;
+    this.#wake?.abort.abort();
+    const wake = { dueAt: next.dueAt, abort: new AbortController() };
+    this.#wake = wake;
+    const wait = Math.max(0, next.dueAt - this.#clock.now());
+    this.#clock.sleep(wait, wake.abort.signal).then(
+      () => {
+        if (this.#wake === wake) this.#wake = undefined;
+        this.#releaseDue();
+      },
+      () => undefined,
+    );
+  }
+
+  #releaseDue(): void {
+    const now = this.#clock.now();
+    const touched = new Set<string>();
+    for (let next = this.#delayed.peek(); next && next.dueAt <= now; next = this.#delayed.peek()) {
+      this.#delayed.pop();
+      this.#readyQueue(next.queue).push(next.message);
+      touched.add(next.queue);
+    }
+    for (const queue of touched) this.dispatch(queue);
+    this.#armWake();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error('the memory transport is closed');
+  }
+}
+
+class MemorySubscription implements Subscription {
+  #unsettled = 0;
+  #paused = false;
+  #closed = false;
+
+  constructor(
+    private readonly transport: MemoryTransport,
+    readonly queue: string,
+    private readonly listener: DeliveryListener,
+    private readonly prefetch: number,
+  ) {}
+
+  hasRoom(): boolean {
+    return !this.#paused && !this.#closed && this.#unsettled < this.prefetch;
+  }
+
+  deliver(delivery: Delivery): void {
+    this.#unsettled++;
+    this.listener(delivery);
+  }
+
+  settled(): void {
+    this.#unsettled--;
+    queueMicrotask(() => this.transport.dispatch(this.queue));
+  }
+
+  async pause(): Promise<void> {
+    this.#paused = true;
+  }
+
+  async resume(): Promise<void> {
+    this.#paused = false;
+    this.transport.dispatch(this.queue);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.transport.unsubscribe(this);
+  }
+}
