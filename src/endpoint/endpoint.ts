@@ -36,7 +36,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly #policy: (context: FailureContext) => Decision;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stopping = new AbortController();
-  #subscription: Subscription | undefined;
+  #subscription: Promise<Subscription> | undefined;
   #state: State = 'idle';
   #stopped: Promise<void> | undefined;
   readonly #stats: EndpointStats = {
@@ -75,10 +75,16 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   async start(signal?: AbortSignal): Promise<void> {
     if (this.#state !== 'idle') throw new Error(`endpoint ${this.config.name} was already started`);
     this.#state = 'running';
-    this.#subscription = await this.config.transport.consume(this.config.queue, (d) => this.#accept(d), {
+    this.#subscription = this.config.transport.consume(this.config.queue, (d) => this.#accept(d), {
       prefetch: this.config.concurrency,
       leaseMs: this.config.leaseMs,
     });
+    try {
+      await this.#subscription;
+    } catch (error) {
+      this.#state = 'stopped';
+      throw error;
+    }
     if (signal) {
       if (signal.aborted) await this.stop();
       else signal.addEventListener('abort', () => void this.stop(), { once: true });
@@ -100,16 +106,21 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       return;
     }
     this.#state = 'stopping';
-    await this.#subscription?.pause();
+    const subscription = await this.#subscription?.catch(() => undefined);
+    await subscription?.pause();
     this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-    await this.#subscription?.close();
+    await subscription?.close();
     this.#state = 'stopped';
   }
 
   #accept(delivery: Delivery): void {
     if (this.#state !== 'running') {
-      void delivery.release().catch(() => undefined);
+      // A delivery that raced with stop: hand it back once consumption is paused.
+      void this.#subscription
+        ?.then((s) => s.pause())
+        .then(() => delivery.release())
+        .catch(() => undefined);
       return;
     }
     const task = this.#process(delivery).finally(() => this.#inFlight.delete(task));

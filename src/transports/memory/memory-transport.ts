@@ -78,7 +78,7 @@ export class MemoryTransport implements Transport {
     let set = this.#subscriptions.get(queue);
     if (!set) this.#subscriptions.set(queue, (set = new Set()));
     set.add(sub);
-    this.dispatch(queue);
+    queueMicrotask(() => this.dispatch(queue));
     return sub;
   }
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Starts the brokers the tests need when they are not already listening on loopback.
+set -uo pipefail
+
+listening() { (echo > "/dev/tcp/127.0.0.1/$1") >/dev/null 2>&1; }
+
+wait_for() {
+  local name=$1 port=$2 seconds=$3
+  for _ in $(seq 1 "$seconds"); do
+    listening "$port" && { echo "ci: $name is up on $port"; return 0; }
+    sleep 1
+  done
+  echo "ci: $name did not come up on port $port" >&2
+  return 1
+}
+
+if ! listening 5672; then
+  echo "ci: starting RabbitMQ"
+  rabbitmq-server -detached || true
+  wait_for RabbitMQ 5672 90 || exit 1
+  rabbitmqctl await_startup >/dev/null 2>&1 || true
+else
+  echo "ci: RabbitMQ is up on 5672"
+fi
