@@ -22,4 +22,17 @@ export const DEFAULTS = {
   nsqMaxRequeueDelayMs: 15 * 60_000,
   /** NSQ requeue: MaxAttempts 5 (0 = forever). */
   nsqMaxAttempts: 5,
+  /** Connection and throttling backoff (gRPC connection backoff, RocketMQ producer throttling). */
+  connectionBackoff: {
+    /** INITIAL_BACKOFF: 1 s. */
+    initialMs: 1_000,
+    /** MULTIPLIER: 1.6. */
+    multiplier: 1.6,
+    /** JITTER: ±0.2. */
+    jitter: 0.2,
+    /** MAX_BACKOFF: 120 s. */
+    maxMs: 120_000,
+    /** MIN_CONNECT_TIMEOUT: 20 s. */
+    minConnectTimeoutMs: 20_000,
+  },
 } as const;

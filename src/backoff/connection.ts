@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../defaults.js';
 import type { Backoff } from './types.js';
 import { exponentialDelay } from './exponential.js';
 import { checkBetween, checkDelay, checkMax, checkMultiplier } from './validate.js';
@@ -18,7 +19,7 @@ export interface ConnectionBackoffOptions {
  * MIN_CONNECT_TIMEOUT: the least time one connection or send attempt is given
  * before it counts as failed, 20 s, however short the current backoff is.
  */
-export const MIN_CONNECT_TIMEOUT_MS = 20_000;
+export const MIN_CONNECT_TIMEOUT_MS = DEFAULTS.connectionBackoff.minConnectTimeoutMs;
 
 /**
  * The connection backoff of gRPC, which Apache RocketMQ producers use when the
@@ -36,10 +37,10 @@ export const MIN_CONNECT_TIMEOUT_MS = 20_000;
  * @param options.maxMs MAX_BACKOFF in milliseconds; Infinity allowed (default 120 000).
  */
 export function connectionBackoff({
-  initialMs = 1000,
-  multiplier = 1.6,
-  jitter = 0.2,
-  maxMs = 120_000,
+  initialMs = DEFAULTS.connectionBackoff.initialMs,
+  multiplier = DEFAULTS.connectionBackoff.multiplier,
+  jitter = DEFAULTS.connectionBackoff.jitter,
+  maxMs = DEFAULTS.connectionBackoff.maxMs,
 }: ConnectionBackoffOptions = {}): Backoff {
   checkDelay('connectionBackoff', 'initialMs', initialMs);
   checkMultiplier('connectionBackoff', 'multiplier', multiplier);
