@@ -22,6 +22,20 @@ export const DEFAULTS = {
   nsqMaxRequeueDelayMs: 15 * 60_000,
   /** NSQ requeue: MaxAttempts 5 (0 = forever). */
   nsqMaxAttempts: 5,
+  /** NSQ consumer backoff: BackoffMultiplier 1 s. */
+  consumerBackoffMultiplierMs: 1_000,
+  /** NSQ consumer backoff: MaxBackoffDuration 2 min. */
+  consumerBackoffMaxMs: 120_000,
+  /** Wait between attempts while rate limited (the NServiceBus example's 5 s). */
+  rateLimitWaitMs: 5_000,
+  /** Retry budget: retries may be 10 % of first attempts (gRPC retry throttling's token ratio is 0.1). */
+  retryBudgetRatio: 0.1,
+  /** Retry budget: tokens added per second whatever the traffic. */
+  retryBudgetFloorPerSecond: 1,
+  /** Retry budget: the most tokens saved up. */
+  retryBudgetCapacity: 10,
+  /** Delay of a retry the budget defers when no delayed-retry delay is left. */
+  retryBudgetDeferMs: 1_000,
   /** Connection and throttling backoff (gRPC connection backoff, RocketMQ producer throttling). */
   connectionBackoff: {
     /** INITIAL_BACKOFF: 1 s. */

@@ -3,6 +3,7 @@ import { linear } from '../backoff/linear.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
 import { DEFAULTS } from '../defaults.js';
+import { resolveFlowConfig, type FlowConfig } from '../flow/config.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
 import { systemClock, type Clock } from '../time/clock.js';
@@ -26,6 +27,7 @@ export interface EndpointConfig<T> {
   readonly errorQueue: string;
   readonly isUnrecoverable: UnrecoverablePredicate;
   readonly policy: CustomPolicy | undefined;
+  readonly flow: FlowConfig;
   readonly codec: Codec<T>;
   readonly clock: Clock;
   readonly random: Random;
@@ -63,6 +65,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
       r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
     ),
     policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
+    flow: resolveFlowConfig(options.flowControl),
     codec: (options.codec ?? jsonCodec) as Codec<T>,
     clock: options.clock ?? systemClock,
     random: options.random === undefined ? systemRandom : fn<Random>('random', options.random),

@@ -1,6 +1,7 @@
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
 import { TypedEmitter } from '../events.js';
+import { FlowController, type DeferReason, type FlowState } from '../flow/controller.js';
 import type { FailureContext } from '../policy/context.js';
 import { deadLetter, type Decision } from '../policy/decision.js';
 import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
@@ -18,6 +19,7 @@ export interface EndpointStats {
   immediateRetries: number;
   delayedRetries: number;
   requeued: number;
+  deferred: number;
   deadLettered: number;
   discarded: number;
   settlementFailures: number;
@@ -36,6 +38,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly #policy: (context: FailureContext) => Decision;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #stopping = new AbortController();
+  readonly #flow: FlowController;
   #subscription: Promise<Subscription> | undefined;
   #state: State = 'idle';
   #stopped: Promise<void> | undefined;
@@ -44,6 +47,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     immediateRetries: 0,
     delayedRetries: 0,
     requeued: 0,
+    deferred: 0,
     deadLettered: 0,
     discarded: 0,
     settlementFailures: 0,
@@ -56,6 +60,13 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const base = defaultPolicy({ ...this.config });
     const custom = this.config.policy;
     this.#policy = custom ? (context) => custom(context, base(context)) : base;
+    const { config } = this;
+    this.#flow = new FlowController(config.flow, config.concurrency, config.clock, config.random, config.logger, (event, args) => this.emit(event, args as EndpointEvents[typeof event]));
+  }
+
+  /** Consumer backoff, rate limiting and retry budget state. */
+  get flowState(): FlowState {
+    return this.#flow.state;
   }
 
   /** A snapshot of the counters. */
@@ -80,7 +91,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       leaseMs: this.config.leaseMs,
     });
     try {
-      await this.#subscription;
+      this.#flow.attach(await this.#subscription);
     } catch (error) {
       this.#state = 'stopped';
       throw error;
@@ -106,6 +117,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       return;
     }
     this.#state = 'stopping';
+    this.#flow.stop();
     const subscription = await this.#subscription?.catch(() => undefined);
     await subscription?.pause();
     this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
@@ -140,6 +152,12 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       return;
     }
 
+    if (state.attempts > 0 && !this.#flow.allowRedelivery()) {
+      // A retried message is a retry for the budget too: with none left it waits again, untouched.
+      const context = this.#failureContext(delivery, new Error('retry budget spent'), state, 0, state.attempts, state.history);
+      await this.#defer(delivery, context, this.#flow.budgetDeferMs(nextDelayedRetry(config, context)), 'budget', false);
+      return;
+    }
     let attempts = state.attempts;
     let history: readonly FailureRecord[] = state.history;
     for (let immediateAttempt = 1; ; immediateAttempt++) {
@@ -159,13 +177,20 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         },
       };
       const startedAt = config.clock.now();
+      if (attempts === 1) this.#flow.onFirstAttempt();
       try {
         await config.handler(message, context);
       } catch (error) {
         history = appendFailure(history, this.#record(error, immediateAttempt, state.delayedAttempts));
         const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history);
+        if (!config.isUnrecoverable(error)) this.#flow.onAttemptFailed();
         const decision = this.#decide(failure);
         if (decision.kind === 'retry-now' && this.#state === 'running') {
+          const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(config, failure));
+          if (verdict) {
+            await this.#defer(delivery, failure, verdict.deferMs, verdict.reason);
+            return;
+          }
           this.#stats.immediateRetries++;
           this.#logFailure('info', failure, `Immediate retry is going to retry message '${delivery.id}' because of an exception`);
           this.emit('immediateRetry', failureEvent(failure));
@@ -179,6 +204,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         return;
       }
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
+        this.#flow.onSuccess(attempts > 1);
         this.#stats.handled++;
         this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
       }
@@ -208,6 +234,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       case 'retry-later': {
         const delayMs = Math.min(decision.delayMs, this.config.maxDelayMs);
         const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+        this.#flow.onMessageFailed();
         if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
           this.#stats.delayedRetries++;
           this.#logFailure('warn', failure, `Delayed retry will reschedule message '${delivery.id}' after a delay of ${formatDelay(delayMs)} because of an exception`, { delayMs });
@@ -216,6 +243,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         return;
       }
       case 'dead-letter':
+        if (decision.reason === 'retries-exhausted') this.#flow.onMessageFailed();
         await this.#deadLetter(delivery, failure, decision.reason);
         return;
       case 'discard':
@@ -239,11 +267,29 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
     const delayMs = Math.min(requested, config.maxDelayMs);
     const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+    const backoff = options.backoff ?? true;
+    if (backoff) this.#flow.onMessageFailed();
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.requeued++;
-      const backoff = options.backoff ?? true;
       config.logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
       this.emit('requeued', { messageId: delivery.id, queue: delivery.queue, delayMs, backoff });
+    }
+  }
+
+  /** Hands a message back for `delayMs` without counting a delayed retry. */
+  async #defer(delivery: Delivery, failure: FailureContext, delayMs: number, reason: DeferReason, failed = true): Promise<void> {
+    if (failed && reason === 'budget') this.#flow.onMessageFailed();
+    const headers = withRetryState(delivery.headers, {
+      attempts: failure.attempts,
+      delayedAttempts: failure.delayedAttempt,
+      lastDelayMs: failure.lastDelayMs,
+      delayedElapsedMs: failure.delayedElapsedMs,
+      history: failure.history,
+    });
+    if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+      this.#stats.deferred++;
+      this.#logFailure('info', failure, `Deferring message '${delivery.id}' for ${formatDelay(delayMs)} (${reason}) instead of retrying it at once`, { delayMs, reason });
+      this.emit('deferred', { messageId: delivery.id, queue: delivery.queue, delayMs, reason });
     }
   }
 

@@ -1,5 +1,7 @@
+import type { DeferReason, FlowEvents } from '../flow/controller.js';
+
 /** The events an endpoint emits, each with one arguments object. */
-export interface EndpointEvents {
+export interface EndpointEvents extends FlowEvents {
   /** The handler succeeded and the message was acknowledged. */
   handled: { messageId: string; queue: string; attempt: number; durationMs: number };
   /** The handler failed and runs again at once (logged at info). */
@@ -8,6 +10,12 @@ export interface EndpointEvents {
   delayedRetry: FailureEvent & { delayMs: number };
   /** The handler asked for a requeue. */
   requeued: { messageId: string; queue: string; delayMs: number; backoff: boolean };
+  /**
+   * Flow control handed a message back to the broker instead of retrying it
+   * at once (the consumer is backing off, rate limited, or out of retry
+   * budget). It does not count as a delayed retry.
+   */
+  deferred: { messageId: string; queue: string; delayMs: number; reason: DeferReason };
   /** The message moved to the error queue (logged at error). */
   deadLettered: FailureEvent & { errorQueue: string; reason: string };
   /** A policy discarded the message. */

@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { ErrorClass, UnrecoverablePredicate } from '../policy/classify.js';
 import type { FailureContext } from '../policy/context.js';
 import type { Decision } from '../policy/decision.js';
+import type { FlowControlOptions } from '../flow/options.js';
 import type { Clock } from '../time/clock.js';
 import type { Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
@@ -54,6 +55,8 @@ export interface EndpointOptions<T> {
   leaseMs?: number;
   /** Retry and error-queue settings. */
   recoverability?: RecoverabilityOptions;
+  /** Consumer backoff, rate limiting and the retry budget. Default: all off. */
+  flowControl?: FlowControlOptions;
   /** Body codec. Default UTF-8 JSON. */
   codec?: Codec<T>;
   /** Source of time. Default the system clock. */

@@ -67,6 +67,12 @@ export interface Subscription {
   /** Hand out deliveries again. */
   resume(): Promise<void>;
   /**
+   * From now on hand out at most `prefetch` unsettled deliveries (flow
+   * control takes it down to 1 and back). Deliveries already handed out
+   * stay with their holder.
+   */
+  setPrefetch(prefetch: number): Promise<void>;
+  /**
    * Stop for good. Messages the transport fetched but did not hand out go
    * back to the queue; deliveries already handed out may still be settled.
    */

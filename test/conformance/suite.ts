@@ -186,6 +186,30 @@ export function describeTransportConformance(target: ConformanceTarget): void {
       await d!.ack();
     });
 
+    it('setPrefetch lowers and raises how many unsettled deliveries are handed out', async () => {
+      const t = await open();
+      const queue = queueName('setprefetch');
+      for (let i = 0; i < 8; i++) await t.send(queue, { id: `s-${i}`, body: text(String(i)), headers: {} });
+      const inbox = new Inbox();
+      const sub = await consume(t, queue, inbox, 1);
+      await inbox.waitFor(1);
+      await sleep(200);
+      expect(inbox.items).toHaveLength(1);
+      await sub.setPrefetch(3);
+      await inbox.waitFor(3);
+      await sleep(200);
+      expect(inbox.items).toHaveLength(3);
+      await sub.setPrefetch(1);
+      for (const item of inbox.items.slice(0, 3)) await item.delivery.ack();
+      await inbox.waitFor(4);
+      await sleep(200);
+      expect(inbox.items).toHaveLength(4);
+      await sub.setPrefetch(10);
+      await inbox.waitFor(8);
+      for (const item of inbox.items.slice(3)) await item.delivery.ack();
+      expect(new Set(inbox.items.map((i) => i.delivery.id)).size).toBe(8);
+    });
+
     it('release gives the message back at once with a higher delivery count', async () => {
       const t = await open();
       const queue = queueName('release');

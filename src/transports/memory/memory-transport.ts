@@ -200,7 +200,7 @@ class MemorySubscription implements Subscription {
     private readonly transport: MemoryTransport,
     readonly queue: string,
     private readonly listener: DeliveryListener,
-    private readonly prefetch: number,
+    private prefetch: number,
   ) {}
 
   hasRoom(): boolean {
@@ -223,6 +223,11 @@ class MemorySubscription implements Subscription {
 
   async resume(): Promise<void> {
     this.#paused = false;
+    this.transport.dispatch(this.queue);
+  }
+
+  async setPrefetch(prefetch: number): Promise<void> {
+    this.prefetch = prefetch;
     this.transport.dispatch(this.queue);
   }
 

@@ -1,0 +1,71 @@
+/**
+ * `npm run bench -- outage`: a downstream with a fixed capacity, a steady
+ * load at 80 % of it, a full outage, then recovery. Compares no flow control,
+ * consumer backoff, rate limiting, the retry budget and all three together,
+ * in simulated time on the memory transport, then runs the combined setting
+ * once in real time on SQLite.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FlowControlOptions } from '../../src/flow/options.js';
+import { FakeClock } from '../../src/time/fake-clock.js';
+import { systemClock } from '../../src/time/clock.js';
+import { MemoryTransport } from '../../src/transports/memory/index.js';
+import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+import { fakeDriver, realDriver, runOutage, type OutageResult, type OutageScenario } from '../outage/simulation.js';
+import { printJson, printTable } from '../report.js';
+
+const SETTINGS: Record<string, FlowControlOptions | undefined> = {
+  none: undefined,
+  consumerBackoff: { consumerBackoff: true },
+  rateLimit: { rateLimit: { consecutiveFailures: 20, waitMs: 1_000 } },
+  retryBudget: { retryBudget: true },
+  combined: { consumerBackoff: true, rateLimit: { consecutiveFailures: 20, waitMs: 1_000 }, retryBudget: true },
+};
+
+const simulated: OutageScenario = { capacityPerSec: 100, loadShare: 0.8, warmupSec: 30, outageSec: 90, afterSec: 900, concurrency: 8 };
+const real: OutageScenario = { capacityPerSec: 100, loadShare: 0.8, warmupSec: 5, outageSec: 15, afterSec: 120, concurrency: 8 };
+
+export async function run(): Promise<void> {
+  const results: Record<string, OutageResult> = {};
+  for (const [name, flowControl] of Object.entries(SETTINGS)) {
+    const clock = new FakeClock(0);
+    const transport = new MemoryTransport({ clock });
+    results[name] = await runOutage(transport, fakeDriver(clock), { ...simulated, flowControl });
+    await transport.close();
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'redeliver-outage-'));
+  const sqlite = new SqliteTransport({ path: join(dir, 'outage.db') });
+  const realCombined = await runOutage(sqlite, realDriver(systemClock), { ...real, flowControl: SETTINGS['combined'] });
+  await sqlite.close();
+  rmSync(dir, { recursive: true, force: true });
+
+  const row = (name: string, r: OutageResult) => ({
+    setting: name,
+    peakLoadRatio: round(r.peakLoadRatio),
+    meanLoadRatio: round(r.meanLoadRatio),
+    drainSeconds: round(r.drainSeconds),
+    idealDrainSeconds: round(r.idealDrainSeconds),
+    drainRatio: round(r.drainSeconds / r.idealDrainSeconds),
+    deadLettered: r.deadLettered,
+    handled: r.handled,
+  });
+  printTable(
+    `simulated: capacity ${simulated.capacityPerSec}/s, load ${simulated.loadShare * 100} %, outage ${simulated.outageSec} s (memory transport, fake clock)`,
+    Object.entries(results).map(([name, r]) => row(name, r)),
+  );
+  printTable(`real time on SQLite: capacity ${real.capacityPerSec}/s, load ${real.loadShare * 100} %, outage ${real.outageSec} s`, [row('combined', realCombined)]);
+  printJson({
+    scenario: 'outage',
+    simulated: Object.fromEntries(
+      Object.entries(results).map(([name, r]) => [name, { peakLoadRatio: round(r.peakLoadRatio), drainSeconds: round(r.drainSeconds), deadLettered: r.deadLettered }]),
+    ),
+    idealDrainSeconds: round(results['none']!.idealDrainSeconds),
+    sqliteCombined: { peakLoadRatio: round(realCombined.peakLoadRatio), drainSeconds: round(realCombined.drainSeconds), idealDrainSeconds: round(realCombined.idealDrainSeconds), deadLettered: realCombined.deadLettered },
+  });
+}
+
+function round(n: number): number {
+  return Math.round(n * 100) / 100;
+}
