@@ -36,6 +36,12 @@ export const DEFAULTS = {
   retryBudgetCapacity: 10,
   /** Delay of a retry the budget defers when no delayed-retry delay is left. */
   retryBudgetDeferMs: 1_000,
+  /** How long a copy waits in the broker while another copy with its id is being handled. */
+  dedupBusyRetryMs: 1_000,
+  /** Send attempts in all for transient errors (RocketMQ producers retry twice by default). */
+  sendMaxAttempts: 3,
+  /** The most time one awaited send may block, retries included. */
+  sendTimeoutMs: 60_000,
   /** Connection and throttling backoff (gRPC connection backoff, RocketMQ producer throttling). */
   connectionBackoff: {
     /** INITIAL_BACKOFF: 1 s. */

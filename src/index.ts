@@ -10,7 +10,12 @@ export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } fr
 export type { MessageContext, RequeueOptions } from './endpoint/context.js';
 export type { EndpointEvents, FailureEvent } from './endpoint/events.js';
 export { OptionError } from './endpoint/validate.js';
-export { Producer, type ProducerOptions, type SendOptions } from './producer/producer.js';
+export { Producer, type ProducerOptions, type ProducerRetryOptions, type SendOptions, type ProducerEvents, type ProducerStats } from './producer/producer.js';
+export { ThrottledError, FatalSendError, SendTimeoutError, SendFailedError, type SendAttempt, type SendErrorKind } from './producer/errors.js';
+export type { FlowControlOptions, ConsumerBackoffOptions, RateLimitOptions, RetryBudgetOptions } from './flow/options.js';
+export type { FlowState, DeferReason } from './flow/controller.js';
+export type { DeduplicationStore, DedupClaim } from './dedup/types.js';
+export { MemoryDeduplicationStore } from './dedup/memory-store.js';
 
 export * from './backoff/index.js';
 

@@ -3,6 +3,7 @@ import { linear } from '../backoff/linear.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
 import { DEFAULTS } from '../defaults.js';
+import type { DeduplicationStore } from '../dedup/types.js';
 import { resolveFlowConfig, type FlowConfig } from '../flow/config.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
@@ -28,6 +29,7 @@ export interface EndpointConfig<T> {
   readonly isUnrecoverable: UnrecoverablePredicate;
   readonly policy: CustomPolicy | undefined;
   readonly flow: FlowConfig;
+  readonly deduplication: DeduplicationStore | undefined;
   readonly codec: Codec<T>;
   readonly clock: Clock;
   readonly random: Random;
@@ -66,6 +68,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     ),
     policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
     flow: resolveFlowConfig(options.flowControl),
+    deduplication: options.deduplication,
     codec: (options.codec ?? jsonCodec) as Codec<T>,
     clock: options.clock ?? systemClock,
     random: options.random === undefined ? systemRandom : fn<Random>('random', options.random),

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
 import { TypedEmitter } from '../events.js';
@@ -20,6 +21,7 @@ export interface EndpointStats {
   delayedRetries: number;
   requeued: number;
   deferred: number;
+  duplicates: number;
   deadLettered: number;
   discarded: number;
   settlementFailures: number;
@@ -48,6 +50,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     delayedRetries: 0,
     requeued: 0,
     deferred: 0,
+    duplicates: 0,
     deadLettered: 0,
     discarded: 0,
     settlementFailures: 0,
@@ -152,11 +155,56 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       return;
     }
 
+    const dedup = config.deduplication;
+    if (dedup) {
+      const claimed = await this.#claim(delivery, state);
+      if (!claimed) return;
+    }
+    let completed = false;
+    try {
+      completed = await this.#run(delivery, message, state);
+    } finally {
+      if (dedup && !completed) await dedup.abandon(delivery.id).catch((error: unknown) => config.logger.error({ err: error, messageId: delivery.id }, 'redeliver: could not release a deduplication claim'));
+    }
+  }
+
+  /**
+   * Claims the message id in the deduplication store. A copy handled within
+   * the window is acknowledged without running the handler; a copy that
+   * another consumer is handling right now waits in the broker.
+   */
+  async #claim(delivery: Delivery, state: RetryState): Promise<boolean> {
+    const { config } = this;
+    const context = this.#failureContext(delivery, new Error('duplicate'), state, 0, state.attempts, state.history);
+    let claim;
+    try {
+      claim = await config.deduplication!.begin(delivery.id, config.clock.now(), config.leaseMs);
+    } catch (error) {
+      config.logger.error({ err: error, messageId: delivery.id }, `Deduplication store failed; message '${delivery.id}' goes back to the broker`);
+      await this.#settle(delivery, 'release', () => delivery.release());
+      return false;
+    }
+    if (claim === 'claimed') return true;
+    if (claim === 'busy') {
+      await this.#defer(delivery, context, DEFAULTS.dedupBusyRetryMs, 'in-progress', false);
+      return false;
+    }
+    if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
+      this.#stats.duplicates++;
+      config.logger.info({ messageId: delivery.id, queue: delivery.queue }, `Skipping message '${delivery.id}': a copy was already handled`);
+      this.emit('duplicate', { messageId: delivery.id, queue: delivery.queue });
+    }
+    return false;
+  }
+
+  /** Runs the handler with immediate retries; resolves true when the message was handled or discarded. */
+  async #run(delivery: Delivery, message: T, state: RetryState): Promise<boolean> {
+    const { config } = this;
     if (state.attempts > 0 && !this.#flow.allowRedelivery()) {
       // A retried message is a retry for the budget too: with none left it waits again, untouched.
       const context = this.#failureContext(delivery, new Error('retry budget spent'), state, 0, state.attempts, state.history);
       await this.#defer(delivery, context, this.#flow.budgetDeferMs(nextDelayedRetry(config, context)), 'budget', false);
-      return;
+      return false;
     }
     let attempts = state.attempts;
     let history: readonly FailureRecord[] = state.history;
@@ -189,26 +237,28 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
           const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(config, failure));
           if (verdict) {
             await this.#defer(delivery, failure, verdict.deferMs, verdict.reason);
-            return;
+            return false;
           }
           this.#stats.immediateRetries++;
           this.#logFailure('info', failure, `Immediate retry is going to retry message '${delivery.id}' because of an exception`);
           this.emit('immediateRetry', failureEvent(failure));
           continue;
         }
+        if (decision.kind === 'discard') await config.deduplication?.complete(delivery.id, config.clock.now());
         await this.#carryOut(delivery, failure, decision);
-        return;
+        return decision.kind === 'discard';
       }
       if (requeue) {
         await this.#requeue(delivery, state, attempts, history, requeue);
-        return;
+        return false;
       }
+      await config.deduplication?.complete(delivery.id, config.clock.now());
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
         this.#flow.onSuccess(attempts > 1);
         this.#stats.handled++;
         this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
       }
-      return;
+      return true;
     }
   }
 

@@ -16,6 +16,8 @@ export interface EndpointEvents extends FlowEvents {
    * budget). It does not count as a delayed retry.
    */
   deferred: { messageId: string; queue: string; delayMs: number; reason: DeferReason };
+  /** A copy of a message already handled within the deduplication window was acknowledged without running the handler. */
+  duplicate: { messageId: string; queue: string };
   /** The message moved to the error queue (logged at error). */
   deadLettered: FailureEvent & { errorQueue: string; reason: string };
   /** A policy discarded the message. */

@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { ErrorClass, UnrecoverablePredicate } from '../policy/classify.js';
 import type { FailureContext } from '../policy/context.js';
 import type { Decision } from '../policy/decision.js';
+import type { DeduplicationStore } from '../dedup/types.js';
 import type { FlowControlOptions } from '../flow/options.js';
 import type { Clock } from '../time/clock.js';
 import type { Random } from '../time/random.js';
@@ -57,6 +58,12 @@ export interface EndpointOptions<T> {
   recoverability?: RecoverabilityOptions;
   /** Consumer backoff, rate limiting and the retry budget. Default: all off. */
   flowControl?: FlowControlOptions;
+  /**
+   * Skip copies of a message whose id was already handled within the store's
+   * window (a producer retry after an unknown outcome, a redelivery after a
+   * lost ack). Default none: every copy is handled.
+   */
+  deduplication?: DeduplicationStore;
   /** Body codec. Default UTF-8 JSON. */
   codec?: Codec<T>;
   /** Source of time. Default the system clock. */

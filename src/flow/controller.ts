@@ -9,7 +9,7 @@ import { INITIAL_RATE_LIMIT, rateLimitOnFailure, rateLimitOnSuccess, type RateLi
 import { depositFirstAttempt, fullBudget, refill, refundRetry, trySpend, type RetryBudgetState } from './retry-budget.js';
 
 /** Why an immediate retry was handed back to the broker instead. */
-export type DeferReason = 'backoff' | 'rate-limit' | 'budget';
+export type DeferReason = 'backoff' | 'rate-limit' | 'budget' | 'in-progress';
 
 /** The flow-control events, forwarded as endpoint events. */
 export interface FlowEvents {

@@ -14,6 +14,8 @@ export const HEADER = {
   delayedElapsed: 'redeliver-delayed-elapsed-ms',
   /** JSON array of the most recent failures, oldest first, at most {@link LIMITS.historyEntries}. */
   history: 'redeliver-history',
+  /** `true` when a producer re-sent the message after an attempt whose outcome it did not know: the broker may hold two copies. */
+  possibleDuplicate: 'redeliver-possible-duplicate',
   /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */

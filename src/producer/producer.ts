@@ -1,6 +1,28 @@
 import { randomUUID } from 'node:crypto';
+import { connectionBackoff } from '../backoff/connection.js';
+import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
+import { DEFAULTS } from '../defaults.js';
+import { duration, fn, nonEmpty, wholeNumber } from '../endpoint/validate.js';
+import { TypedEmitter } from '../events.js';
+import { HEADER } from '../headers/names.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { systemClock, type Clock } from '../time/clock.js';
+import { systemRandom, type Random } from '../time/random.js';
 import type { Headers, Transport } from '../transport/types.js';
+import { classifyByBrand, SendFailedError, SendTimeoutError, type SendAttempt, type SendErrorKind } from './errors.js';
+
+/** How sends are retried. */
+export interface ProducerRetryOptions {
+  /** Attempts in all when sends fail transiently, the first included; retried at once. Default 3 (RocketMQ's 2 retries). */
+  maxAttempts?: number;
+  /** The wait between throttled attempts. Default `connectionBackoff()`: 1 s, then ×1.6 with ±20 % jitter, at most 120 s (RocketMQ). */
+  throttleBackoff?: Backoff;
+  /** The least time one attempt is given before it counts as failed (RocketMQ MIN_CONNECT_TIMEOUT). Default 20 000 ms. */
+  minAttemptTimeoutMs?: number;
+  /** The most time one send may take, retries and waits included: the longest an awaited `send` blocks. Default 60 000 ms. */
+  timeoutMs?: number;
+}
 
 /** Options of a {@link Producer}. */
 export interface ProducerOptions<T> {
@@ -10,6 +32,14 @@ export interface ProducerOptions<T> {
   codec?: Codec<T>;
   /** Makes message ids. Default random UUIDs. */
   newId?: () => string;
+  /** Retry settings. */
+  retry?: ProducerRetryOptions;
+  /** Source of time. Default the system clock. */
+  clock?: Clock;
+  /** Source of randomness for jitter. Default `Math.random`. */
+  random?: Random;
+  /** A pino-compatible logger. Default none: silent. */
+  logger?: Logger;
 }
 
 /** Options of one send. */
@@ -20,22 +50,173 @@ export interface SendOptions {
   headers?: Headers;
 }
 
-/** Sends messages: encodes the body, gives the message a stable id, and hands it to the transport. */
-export class Producer<T = unknown> {
+/** The events a producer emits, each with one arguments object. */
+export interface ProducerEvents {
+  /** A send reached the broker. */
+  sent: { queue: string; messageId: string; attempts: number; durationMs: number };
+  /** An attempt failed and another follows after `delayMs` (0 for transient errors). */
+  sendRetry: { queue: string; messageId: string; attempt: number; kind: SendErrorKind; error: unknown; delayMs: number };
+  /** A send failed for good. */
+  sendFailed: { queue: string; messageId: string; error: SendFailedError };
+}
+
+/** Counters a producer keeps. */
+export interface ProducerStats {
+  sent: number;
+  retries: number;
+  throttled: number;
+  failed: number;
+}
+
+/**
+ * Sends messages with a stable id, retrying as the broker's answer calls
+ * for: transient errors at once, throttling with jittered backoff, fatal
+ * errors not at all. A retried send keeps its id and carries
+ * `redeliver-possible-duplicate` when an earlier attempt may have reached
+ * the broker.
+ */
+export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   readonly #transport: Transport;
   readonly #codec: Codec<T>;
   readonly #newId: () => string;
+  readonly #maxAttempts: number;
+  readonly #throttleBackoff: Backoff;
+  readonly #minAttemptTimeoutMs: number;
+  readonly #timeoutMs: number;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #logger: Logger;
+  readonly #stats: ProducerStats = { sent: 0, retries: 0, throttled: 0, failed: 0 };
 
   constructor(options: ProducerOptions<T>) {
+    super((error) => this.#logger.error({ err: error }, 'redeliver: a producer event listener threw'));
+    const retry = options.retry ?? {};
     this.#transport = options.transport;
     this.#codec = (options.codec ?? jsonCodec) as Codec<T>;
-    this.#newId = options.newId ?? randomUUID;
+    this.#newId = options.newId === undefined ? randomUUID : fn('newId', options.newId);
+    this.#maxAttempts = wholeNumber('retry.maxAttempts', retry.maxAttempts ?? DEFAULTS.sendMaxAttempts, 1, 1_000);
+    this.#throttleBackoff = retry.throttleBackoff === undefined ? connectionBackoff() : fn('retry.throttleBackoff', retry.throttleBackoff);
+    this.#minAttemptTimeoutMs = duration('retry.minAttemptTimeoutMs', retry.minAttemptTimeoutMs ?? DEFAULTS.connectionBackoff.minConnectTimeoutMs, 1);
+    this.#timeoutMs = duration('retry.timeoutMs', retry.timeoutMs ?? DEFAULTS.sendTimeoutMs, 1);
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? systemRandom;
+    this.#logger = options.logger ?? silentLogger;
   }
 
-  /** Sends `body` to `queue`; resolves with the message id once the broker has it. */
+  get stats(): ProducerStats {
+    return { ...this.#stats };
+  }
+
+  /**
+   * Sends `body` to `queue` and waits until the broker has it, retrying as
+   * needed; resolves with the message id, or rejects with a
+   * {@link SendFailedError} that lists every attempt.
+   */
   async send(queue: string, body: T, options: SendOptions = {}): Promise<string> {
+    nonEmpty('queue', queue);
     const id = options.id ?? this.#newId();
-    await this.#transport.send(queue, { id, body: this.#codec.encode(body), headers: { ...options.headers } });
+    const payload = this.#codec.encode(body);
+    await this.#sendWithRetry(queue, id, payload, { ...options.headers });
     return id;
+  }
+
+  /**
+   * Sends without waiting: returns the message id at once; the outcome
+   * arrives as a `sent` or `sendFailed` event, and to `callback` if given.
+   */
+  sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | undefined, id: string) => void): string {
+    nonEmpty('queue', queue);
+    const id = options.id ?? this.#newId();
+    const payload = this.#codec.encode(body);
+    this.#sendWithRetry(queue, id, payload, { ...options.headers }).then(
+      () => callback?.(undefined, id),
+      (error: SendFailedError) => callback?.(error, id),
+    );
+    return id;
+  }
+
+  async #sendWithRetry(queue: string, id: string, body: Uint8Array, headers: Headers): Promise<void> {
+    const clock = this.#clock;
+    const start = clock.now();
+    const giveUpAt = start + this.#timeoutMs;
+    const attempts: SendAttempt[] = [];
+    let transientFailures = 0;
+    let throttledFailures = 0;
+    let possibleDuplicate = false;
+    // RocketMQ's ConnectWithBackoff: each attempt gets until its deadline, but at least the minimum attempt time.
+    let deadline = start + this.#throttleDelay(1);
+    for (let attempt = 1; ; attempt++) {
+      const now = clock.now();
+      const attemptTimeout = Math.min(Math.max(deadline - now, this.#minAttemptTimeoutMs), giveUpAt - now);
+      const sendHeaders = possibleDuplicate ? { ...headers, [HEADER.possibleDuplicate]: 'true' } : headers;
+      try {
+        await this.#attempt(queue, { id, body, headers: sendHeaders }, attemptTimeout);
+        this.#stats.sent++;
+        this.emit('sent', { queue, messageId: id, attempts: attempt, durationMs: clock.now() - start });
+        return;
+      } catch (error) {
+        const kind: SendErrorKind = error instanceof SendTimeoutError ? 'transient' : this.#classify(error);
+        attempts.push({ attempt, kind, error, atMs: clock.now() - start });
+        if (kind === 'fatal') throw this.#fail(queue, id, attempts, 'fatal');
+        if (kind === 'transient') {
+          possibleDuplicate = true;
+          transientFailures++;
+          if (transientFailures >= this.#maxAttempts) throw this.#fail(queue, id, attempts, 'attempts-exhausted');
+          if (clock.now() >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
+          this.#retrying(queue, id, attempt, kind, error, 0, 'info');
+          continue;
+        }
+        throttledFailures++;
+        this.#stats.throttled++;
+        const wait = Math.max(0, deadline - clock.now());
+        if (clock.now() + wait >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
+        this.#retrying(queue, id, attempt, kind, error, wait, 'warn');
+        if (wait > 0) await clock.sleep(wait);
+        deadline = clock.now() + this.#throttleDelay(throttledFailures + 1);
+      }
+    }
+  }
+
+  async #attempt(queue: string, message: { id: string; body: Uint8Array; headers: Headers }, timeoutMs: number): Promise<void> {
+    const timer = new AbortController();
+    const timeout = this.#clock.sleep(Math.max(0, timeoutMs), timer.signal).then(
+      () => {
+        throw new SendTimeoutError(`no answer from the broker within ${Math.round(timeoutMs)} ms`);
+      },
+      () => undefined,
+    );
+    try {
+      await Promise.race([this.#transport.send(queue, message), timeout]);
+    } finally {
+      timer.abort();
+    }
+  }
+
+  #throttleDelay(attempt: number): number {
+    return Math.max(0, this.#throttleBackoff({ attempt, previousDelayMs: undefined, elapsedMs: 0, random: this.#random }) ?? 0);
+  }
+
+  #classify(error: unknown): SendErrorKind {
+    try {
+      return this.#transport.classifySendError?.(error) ?? classifyByBrand(error);
+    } catch {
+      return classifyByBrand(error);
+    }
+  }
+
+  #retrying(queue: string, messageId: string, attempt: number, kind: SendErrorKind, error: unknown, delayMs: number, level: 'info' | 'warn'): void {
+    this.#stats.retries++;
+    this.#logger[level]({ queue, messageId, attempt, kind, delayMs, err: error }, kind === 'throttled'
+      ? `Send of message '${messageId}' to '${queue}' was throttled; retrying in ${Math.round(delayMs)} ms`
+      : `Send of message '${messageId}' to '${queue}' failed; retrying at once`);
+    this.emit('sendRetry', { queue, messageId, attempt, kind, error, delayMs });
+  }
+
+  #fail(queue: string, messageId: string, attempts: SendAttempt[], reason: SendFailedError['reason']): SendFailedError {
+    const error = new SendFailedError(queue, messageId, attempts, reason);
+    this.#stats.failed++;
+    this.#logger.error({ queue, messageId, attempts: attempts.length, reason, err: error }, error.message);
+    this.emit('sendFailed', { queue, messageId, error });
+    return error;
   }
 }

@@ -93,4 +93,11 @@ export interface Transport {
   consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription>;
   /** Release every resource. Open subscriptions are closed first. */
   close(): Promise<void>;
+  /**
+   * How a producer should treat an error this transport's `send` threw:
+   * `transient` (retry at once), `throttled` (back off) or `fatal` (give up).
+   * Without it, errors are classified by their brand (`ThrottledError`,
+   * `FatalSendError`), and anything else is transient.
+   */
+  classifySendError?(error: unknown): 'transient' | 'throttled' | 'fatal';
 }

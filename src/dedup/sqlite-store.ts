@@ -1,0 +1,71 @@
+import Database from 'better-sqlite3';
+import type { DedupClaim, DeduplicationStore } from './types.js';
+
+/** Options of {@link SqliteDeduplicationStore}. */
+export interface SqliteDeduplicationStoreOptions {
+  /** The SQLite file; may be the transport's own file. Required. */
+  path: string;
+  /** How long a handled id is remembered. Default 24 h. */
+  windowMs?: number;
+  /** How long a writer waits for a lock held by another process. Default 5 000 ms. */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Handled message ids in a SQLite table (`redeliver_dedup`), shared by every
+ * process that opens the same file, with any transport: a RabbitMQ consumer
+ * can keep its ids in a local SQLite file.
+ */
+export class SqliteDeduplicationStore implements DeduplicationStore {
+  readonly #db: Database.Database;
+  readonly #windowMs: number;
+  readonly #begin: (id: string, now: number, leaseMs: number) => DedupClaim;
+  readonly #complete: Database.Statement;
+  readonly #abandon: Database.Statement;
+  readonly #prune: Database.Statement;
+  #sincePrune = 0;
+
+  constructor(options: SqliteDeduplicationStoreOptions) {
+    this.#windowMs = options.windowMs ?? 24 * 3600_000;
+    this.#db = new Database(options.path);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.pragma(`busy_timeout = ${Math.floor(options.busyTimeoutMs ?? 5_000)}`);
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS redeliver_dedup (
+      id TEXT PRIMARY KEY,
+      handled INTEGER NOT NULL,
+      at INTEGER NOT NULL
+    ) WITHOUT ROWID`);
+    const find = this.#db.prepare<[string], { handled: number; at: number }>('SELECT handled, at FROM redeliver_dedup WHERE id = ?');
+    const claim = this.#db.prepare('INSERT INTO redeliver_dedup (id, handled, at) VALUES (?, 0, ?) ON CONFLICT(id) DO UPDATE SET handled = 0, at = excluded.at');
+    this.#begin = this.#db.transaction((id: string, now: number, leaseMs: number): DedupClaim => {
+      const row = find.get(id);
+      if (row?.handled === 1 && row.at >= now - this.#windowMs) return 'duplicate';
+      if (row?.handled === 0 && row.at > now) return 'busy';
+      claim.run(id, now + leaseMs);
+      return 'claimed';
+    }).immediate;
+    this.#complete = this.#db.prepare('INSERT INTO redeliver_dedup (id, handled, at) VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET handled = 1, at = excluded.at');
+    this.#abandon = this.#db.prepare('DELETE FROM redeliver_dedup WHERE id = ? AND handled = 0');
+    this.#prune = this.#db.prepare('DELETE FROM redeliver_dedup WHERE handled = 1 AND at < ?');
+  }
+
+  async begin(id: string, now: number, leaseMs: number): Promise<DedupClaim> {
+    if (++this.#sincePrune >= 1_000) {
+      this.#sincePrune = 0;
+      this.#prune.run(now - this.#windowMs);
+    }
+    return this.#begin(id, now, leaseMs);
+  }
+
+  async complete(id: string, now: number): Promise<void> {
+    this.#complete.run(id, now);
+  }
+
+  async abandon(id: string): Promise<void> {
+    this.#abandon.run(id);
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}
