@@ -16,6 +16,10 @@ export const HEADER = {
   history: 'redeliver-history',
   /** `true` when a producer re-sent the message after an attempt whose outcome it did not know: the broker may hold two copies. */
   possibleDuplicate: 'redeliver-possible-duplicate',
+  /** How many times an operator sent the message back from an error queue. */
+  replayCount: 'redeliver-replay-count',
+  /** When it was last sent back from an error queue, ISO 8601. */
+  replayedAt: 'redeliver-replayed-at',
   /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */

@@ -5,6 +5,8 @@
  * suite in `test/conformance/`.
  */
 
+import type { ErrorQueueOperations } from './error-queue.js';
+
 /** Message headers: string keys, string values, the same on every transport. */
 export type Headers = Record<string, string>;
 
@@ -87,6 +89,8 @@ export interface Transport {
   /** Short name for logs and docs, such as `sqlite`. */
   readonly name: string;
   readonly capabilities: TransportCapabilities;
+  /** Browse, replay and delete error-queue entries, where the transport supports it. */
+  readonly errorQueue?: ErrorQueueOperations;
   /** Put a message on `queue`; resolves once the broker has it. */
   send(queue: string, message: OutgoingMessage): Promise<void>;
   /** Start delivering messages from `queue` to `listener`. */

@@ -10,6 +10,8 @@ import type {
   TransportCapabilities,
 } from '../../transport/types.js';
 import { MinHeap } from '../../util/min-heap.js';
+import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
+import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 
 /** Options of {@link MemoryTransport}. */
 export interface MemoryTransportOptions {
@@ -18,6 +20,8 @@ export interface MemoryTransportOptions {
 }
 
 interface StoredMessage {
+  /** Unique among all messages this transport holds. */
+  key?: string;
   readonly id: string;
   readonly body: Uint8Array;
   readonly headers: Headers;
@@ -65,6 +69,46 @@ export class MemoryTransport implements Transport {
   /** Messages waiting for a delay on any queue. */
   get delayedCount(): number {
     return this.#delayed.size;
+  }
+
+  /** Browse, replay and delete what waits in an error queue. */
+  readonly errorQueue: ErrorQueueOperations = {
+    count: async (queue) => this.#readyQueue(queue).length,
+    browse: async (queue, { offset = 0, limit = 100 } = {}) =>
+      this.#readyQueue(queue)
+        .slice(offset, offset + limit)
+        .map((m) => this.#entry(queue, m)),
+    get: async (queue, key) => {
+      const found = this.#readyQueue(queue).find((m) => m.key === key);
+      return found && this.#entry(queue, found);
+    },
+    sendBack: async (queue, key, options = {}) => {
+      const list = this.#readyQueue(queue);
+      const index = list.findIndex((m) => m.key === key);
+      if (index < 0) return undefined;
+      const message = list[index]!;
+      const target = options.queue ?? failureQueueOf(message.headers);
+      if (!target) throw new Error(`message ${message.id} does not say which queue it failed on; name the queue to send it to`);
+      list.splice(index, 1);
+      this.#enqueue(target, { id: message.id, body: message.body, headers: replayHeaders(message.headers, new Date(this.#clock.now())), deliveries: 0 });
+      return target;
+    },
+    delete: async (queue, key) => {
+      const list = this.#readyQueue(queue);
+      const index = list.findIndex((m) => m.key === key);
+      if (index >= 0) list.splice(index, 1);
+      return index >= 0;
+    },
+    purge: async (queue) => {
+      const list = this.#readyQueue(queue);
+      const count = list.length;
+      list.length = 0;
+      return count;
+    },
+  };
+
+  #entry(queue: string, message: StoredMessage): ErrorEntry {
+    return { key: message.key!, messageId: message.id, errorQueue: queue, body: message.body, headers: { ...message.headers } };
   }
 
   async send(queue: string, message: OutgoingMessage): Promise<void> {
@@ -141,6 +185,7 @@ export class MemoryTransport implements Transport {
   }
 
   #enqueue(queue: string, message: StoredMessage): void {
+    message.key ??= String(++this.#seq);
     this.#readyQueue(queue).push(message);
     queueMicrotask(() => this.dispatch(queue));
   }

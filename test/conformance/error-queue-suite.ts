@@ -1,0 +1,110 @@
+/**
+ * The error-queue operations every transport that offers them passes:
+ * browse, get, send back (safely, once), delete, purge.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HEADER } from '../../src/headers/names.js';
+import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
+import type { ConformanceTarget } from './suite.js';
+
+const text = (s: string) => new TextEncoder().encode(s);
+const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+
+export function describeErrorQueueConformance(target: ConformanceTarget): void {
+  describe.skipIf(Boolean(target.skip))(`error-queue operations: ${target.name}`, () => {
+    let transport: Transport | undefined;
+    const subs: Subscription[] = [];
+
+    afterEach(async () => {
+      for (const sub of subs.splice(0)) await sub.close().catch(() => undefined);
+      await transport?.close();
+      transport = undefined;
+    });
+
+    /** Dead-letters `count` messages from a fresh work queue into a fresh error queue. */
+    async function fill(count: number) {
+      const t = (transport = await target.create());
+      const ops = t.errorQueue;
+      if (!ops) throw new Error(`${target.name} has no errorQueue operations`);
+      const queue = `eq-work-${randomUUID().slice(0, 8)}`;
+      const errorQueue = `eq-error-${randomUUID().slice(0, 8)}`;
+      for (let i = 0; i < count; i++) await t.send(queue, { id: `m-${i}`, body: text(`body ${i}`), headers: { 'x-n': String(i), [HEADER.attempts]: '3' } });
+      const got: Delivery[] = [];
+      const sub = await t.consume(queue, (d) => void got.push(d), { prefetch: 1 });
+      for (let i = 0; i < count; i++) {
+        while (got.length <= i) await new Promise((r) => setTimeout(r, 10));
+        await got[i]!.deadLetter(errorQueue, {
+          ...got[i]!.headers,
+          [HEADER.failureQueue]: queue,
+          [HEADER.failureReason]: 'retries-exhausted',
+          [HEADER.failureMessage]: `boom ${i}`,
+        });
+      }
+      await sub.close();
+      for (let waited = 0; (await ops.count(errorQueue)) < count && waited < 5_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+      return { t, ops, queue, errorQueue };
+    }
+
+    async function receive(t: Transport, queue: string, n: number, waitMs = 5_000): Promise<Delivery[]> {
+      const got: Delivery[] = [];
+      const sub = await t.consume(queue, (d) => {
+        got.push(d);
+        void d.ack();
+      }, { prefetch: 50 });
+      subs.push(sub);
+      for (let waited = 0; got.length < n && waited < waitMs; waited += 20) await new Promise((r) => setTimeout(r, 20));
+      return got;
+    }
+
+    it('counts, pages oldest first, and gets one entry by key', async () => {
+      const { ops, errorQueue } = await fill(5);
+      expect(await ops.count(errorQueue)).toBe(5);
+      const first = await ops.browse(errorQueue, { offset: 0, limit: 2 });
+      const rest = await ops.browse(errorQueue, { offset: 2, limit: 10 });
+      expect(first.map((e) => e.messageId)).toEqual(['m-0', 'm-1']);
+      expect(rest.map((e) => e.messageId)).toEqual(['m-2', 'm-3', 'm-4']);
+      const one = await ops.get(errorQueue, rest[1]!.key);
+      expect(one?.messageId).toBe('m-3');
+      expect(decode(one!.body)).toBe('body 3');
+      expect(one!.headers[HEADER.failureMessage]).toBe('boom 3');
+      expect(await ops.get(errorQueue, 'no-such-key')).toBeUndefined();
+      expect(await ops.count(errorQueue)).toBe(5);
+    });
+
+    it('sends a message back to the queue it failed on, with a fresh retry state, exactly once', async () => {
+      const { t, ops, queue, errorQueue } = await fill(2);
+      const [entry] = await ops.browse(errorQueue, { limit: 1 });
+      expect(await ops.sendBack(errorQueue, entry!.key)).toBe(queue);
+      expect(await ops.sendBack(errorQueue, entry!.key)).toBeUndefined();
+      expect(await ops.count(errorQueue)).toBe(1);
+      const got = await receive(t, queue, 2, 1_500);
+      expect(got.map((d) => d.id)).toEqual(['m-0']);
+      const headers = got[0]!.headers;
+      expect(decode(got[0]!.body)).toBe('body 0');
+      expect(headers['x-n']).toBe('0');
+      expect(headers[HEADER.replayCount]).toBe('1');
+      expect(headers[HEADER.failureReason]).toBeUndefined();
+      expect(headers[HEADER.attempts]).toBeUndefined();
+    });
+
+    it('sends a message back to another queue when asked', async () => {
+      const { t, ops, errorQueue } = await fill(1);
+      const [entry] = await ops.browse(errorQueue);
+      const other = `eq-other-${randomUUID().slice(0, 8)}`;
+      expect(await ops.sendBack(errorQueue, entry!.key, { queue: other })).toBe(other);
+      const got = await receive(t, other, 1);
+      expect(got.map((d) => d.id)).toEqual(['m-0']);
+    });
+
+    it('deletes one entry and purges the rest', async () => {
+      const { ops, errorQueue } = await fill(4);
+      const [entry] = await ops.browse(errorQueue, { limit: 1 });
+      expect(await ops.delete(errorQueue, entry!.key)).toBe(true);
+      expect(await ops.delete(errorQueue, entry!.key)).toBe(false);
+      expect(await ops.count(errorQueue)).toBe(3);
+      expect(await ops.purge(errorQueue)).toBe(3);
+      expect(await ops.count(errorQueue)).toBe(0);
+    });
+  });
+}
