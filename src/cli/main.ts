@@ -1,34 +1,15 @@
 #!/usr/bin/env node
-import { Command, InvalidArgumentError } from 'commander';
-import { runDemo } from './demo.js';
+import { Command } from 'commander';
+import { registerDemo } from './commands/demo.js';
+import { UsageError } from './open-transport.js';
 
 const program = new Command()
   .name('redeliver')
   .description('Recoverability for message handlers: retries, delayed retries and error queues on SQLite, RabbitMQ and more.');
 
-program
-  .command('demo')
-  .description('send a few thousand messages through an endpoint on a SQLite file, with an outage and some poison messages')
-  .option('-n, --messages <count>', 'messages to send', wholeNumber, 3000)
-  .option('--delay-scale <factor>', 'scale of the delayed-retry delays (10, 20, 30 s)', positive, 0.05)
-  .option('--file <path>', 'SQLite file to use (default: a temporary file, removed afterwards)')
-  .action(async (opts: { messages: number; delayScale: number; file?: string }) => {
-    process.exitCode = await runDemo({ ...opts, out: process.stdout });
-  });
-
-function wholeNumber(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
-  return n;
-}
-
-function positive(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
-  return n;
-}
+registerDemo(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   console.error(`redeliver: ${error instanceof Error ? error.message : String(error)}`);
-  process.exitCode = 1;
+  process.exitCode = error instanceof UsageError ? 2 : 1;
 });

@@ -6,6 +6,7 @@
  */
 
 import type { ErrorQueueOperations } from './error-queue.js';
+import type { QueueInspection } from './inspection.js';
 
 /** Message headers: string keys, string values, the same on every transport. */
 export type Headers = Record<string, string>;
@@ -91,6 +92,8 @@ export interface Transport {
   readonly capabilities: TransportCapabilities;
   /** Browse, replay and delete error-queue entries, where the transport supports it. */
   readonly errorQueue?: ErrorQueueOperations;
+  /** Read queue depths, where the transport supports it. */
+  readonly inspection?: QueueInspection;
   /** Put a message on `queue`; resolves once the broker has it. */
   send(queue: string, message: OutgoingMessage): Promise<void>;
   /** Start delivering messages from `queue` to `listener`. */

@@ -11,6 +11,7 @@ import type {
 } from '../../transport/types.js';
 import { MinHeap } from '../../util/min-heap.js';
 import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
+import type { QueueInspection } from '../../transport/inspection.js';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 
 /** Options of {@link MemoryTransport}. */
@@ -53,6 +54,7 @@ export class MemoryTransport implements Transport {
   readonly #ready = new Map<string, StoredMessage[]>();
   readonly #delayed = new MinHeap<DelayedMessage>((a, b) => a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq));
   readonly #subscriptions = new Map<string, Set<MemorySubscription>>();
+  readonly #errorQueues = new Set<string>();
   #seq = 0;
   #wake: { dueAt: number; abort: AbortController } | undefined;
   #closed = false;
@@ -104,6 +106,22 @@ export class MemoryTransport implements Transport {
       const count = list.length;
       list.length = 0;
       return count;
+    },
+  };
+
+  /** Queue depths; a queue that received dead-lettered messages counts as an error queue. */
+  readonly inspection: QueueInspection = {
+    queueDepths: async (queues) => {
+      const names = queues ?? [...new Set([...this.#ready.keys(), ...this.#subscriptions.keys()])].sort();
+      const delayed = new Map<string, number>();
+      for (const item of this.#delayed.items()) delayed.set(item.queue, (delayed.get(item.queue) ?? 0) + 1);
+      return names.map((queue) => ({
+        queue,
+        kind: this.#errorQueues.has(queue) ? 'error' : 'work',
+        ready: this.#ready.get(queue)?.length ?? 0,
+        delayed: delayed.get(queue) ?? 0,
+        inFlight: [...(this.#subscriptions.get(queue) ?? [])].reduce((n, sub) => n + sub.unsettled, 0),
+      }));
     },
   };
 
@@ -175,7 +193,10 @@ export class MemoryTransport implements Transport {
       retryLater: (delayMs, headers) =>
         settle(() => this.#schedule(queue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 }, delayMs)),
       deadLetter: (errorQueue, headers) =>
-        settle(() => this.#enqueue(errorQueue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 })),
+        settle(() => {
+          this.#errorQueues.add(errorQueue);
+          this.#enqueue(errorQueue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 });
+        }),
       release: () =>
         settle(() => {
           this.#readyQueue(queue).unshift(message);
@@ -247,6 +268,10 @@ class MemorySubscription implements Subscription {
     private readonly listener: DeliveryListener,
     private prefetch: number,
   ) {}
+
+  get unsettled(): number {
+    return this.#unsettled;
+  }
 
   hasRoom(): boolean {
     return !this.#paused && !this.#closed && this.#unsettled < this.prefetch;

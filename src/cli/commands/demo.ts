@@ -1,0 +1,27 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { runDemo } from '../demo.js';
+
+export function registerDemo(program: Command): void {
+  program
+    .command('demo')
+    .description('send a few thousand messages through an endpoint on a SQLite file, with an outage and some poison messages')
+    .option('-n, --messages <count>', 'messages to send', wholeNumber, 3000)
+    .option('--delay-scale <factor>', 'scale of the delayed-retry delays (10, 20, 30 s)', positive, 0.05)
+    .option('--file <path>', 'SQLite file to use (default: a temporary file, removed afterwards)')
+    .action(async (opts: { messages: number; delayScale: number; file?: string }) => {
+      process.exitCode = await runDemo({ ...opts, out: process.stdout });
+    });
+}
+
+/** Parses a whole number of at least 1. */
+export function wholeNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+  return n;
+}
+
+function positive(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
+  return n;
+}
