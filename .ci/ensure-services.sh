@@ -22,3 +22,9 @@ if ! listening 5672; then
 else
   echo "ci: RabbitMQ is up on 5672"
 fi
+
+# The dashboard's browser test drives Debian's Chromium (a browser download cannot work here).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "ci: installing chromium"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || { echo "ci: could not install chromium" >&2; exit 1; }
+fi

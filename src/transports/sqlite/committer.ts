@@ -1,0 +1,234 @@
+import type { Clock } from '../../time/clock.js';
+import { LeaseLostError, TransportClosedError } from './errors.js';
+import type { Claim, QueueKind, Store } from './store.js';
+
+/** A claimed row, identified by its table, sequence number and lease token. */
+export interface LeasedRow {
+  readonly kind: QueueKind;
+  readonly queue: string;
+  readonly id: string;
+  readonly seq: number;
+  readonly lease: number;
+}
+
+/** A message checked and encoded for the store. */
+export interface EncodedMessage {
+  readonly id: string;
+  readonly body: Buffer;
+  readonly headers: string;
+}
+
+/** One write waiting for the next group commit. */
+export type WriteOp =
+  | { readonly type: 'send'; readonly queue: string; readonly messages: readonly EncodedMessage[]; readonly delayMs: number }
+  | { readonly type: 'ack'; readonly row: LeasedRow }
+  | { readonly type: 'retry'; readonly row: LeasedRow; readonly headers: string; readonly delayMs: number }
+  | { readonly type: 'deadLetter'; readonly row: LeasedRow; readonly errorQueue: string; readonly headers: string }
+  | { readonly type: 'release'; readonly row: LeasedRow }
+  | { readonly type: 'unclaim'; readonly row: LeasedRow; readonly dueAt: number };
+
+/** A request to claim due rows, answered in the next group commit. */
+export interface ClaimRequest {
+  readonly kind: QueueKind;
+  readonly queue: string;
+  readonly limit: number;
+  readonly leaseMs: number;
+}
+
+/** What a claim found: the rows, or when nothing was due, when the queue next has something. */
+export interface ClaimResult extends Claim {
+  /** The time the claim ran at. */
+  readonly now: number;
+  /** When no row was due: the earliest time one becomes claimable (due, or its lease ends); undefined when the queue is empty. */
+  readonly nextDue: number | undefined;
+}
+
+interface PendingWrite {
+  readonly op: WriteOp;
+  /** When the write was requested: delays count from here. */
+  readonly at: number;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface PendingClaim {
+  readonly request: ClaimRequest;
+  readonly resolve: (result: ClaimResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** Told after each commit which queues have rows that became claimable, and when. */
+export type DueListener = (queue: string, dueAt: number) => void;
+
+/**
+ * Group commit. Writes requested in the same turn of the event loop (sends,
+ * acks, retries, dead-letters, releases) are applied in one transaction, and
+ * each caller's promise settles only after that transaction commits: batching
+ * costs latency, never durability. Consumers' claims ride in the same
+ * transaction, after the writes, so a consumer that just acked a batch takes
+ * its next batch in the same commit. A settlement whose lease no longer holds
+ * changes nothing and rejects with {@link LeaseLostError}; the others in the
+ * batch are unaffected.
+ */
+export class GroupCommit {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #onDue: DueListener;
+  #writes: PendingWrite[] = [];
+  #claims: PendingClaim[] = [];
+  #scheduled = false;
+  #closed = false;
+  readonly #apply: (writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => ClaimResult[];
+
+  constructor(store: Store, clock: Clock, onDue: DueListener) {
+    this.#store = store;
+    this.#clock = clock;
+    this.#onDue = onDue;
+    this.#apply = store.db.transaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
+      for (let i = 0; i < writes.length; i++) {
+        const w = writes[i]!;
+        ok[i] = this.#applyOne(w.op, w.at) ? 1 : 0;
+      }
+      const results: ClaimResult[] = new Array(claims.length);
+      for (let i = 0; i < claims.length; i++) {
+        const { kind, queue, limit, leaseMs } = claims[i]!.request;
+        const claim = store.claimRows(kind, queue, now, now + leaseMs, limit);
+        results[i] = { ...claim, now, nextDue: claim.rows.length === 0 ? store.nextDue(kind, queue) : undefined };
+      }
+      return results;
+    }).immediate;
+  }
+
+  /** Queues a write for the next commit; resolves once it is committed. */
+  write(op: WriteOp): Promise<void> {
+    if (this.#closed) return Promise.reject(new TransportClosedError(op.type === 'send' ? 'send' : 'settle a delivery'));
+    return new Promise<void>((resolve, reject) => {
+      this.#writes.push({ op, at: op.type === 'ack' ? 0 : this.#clock.now(), resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /** Claims due rows in the next commit, under a lease that starts when that commit runs. */
+  claim(request: ClaimRequest): Promise<ClaimResult> {
+    if (this.#closed) return Promise.reject(new TransportClosedError('claim messages'));
+    return new Promise<ClaimResult>((resolve, reject) => {
+      this.#claims.push({ request, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Commits every queued write and claim now. */
+  flush(): void {
+    this.#scheduled = false;
+    const writes = this.#writes;
+    const claims = this.#claims;
+    if (writes.length === 0 && claims.length === 0) return;
+    this.#writes = [];
+    this.#claims = [];
+    this.#commit(writes, claims, true);
+  }
+
+  /**
+   * Applies a group in one transaction and settles its promises. When the
+   * transaction fails because of one write (a constraint, a value SQLite
+   * cannot bind) rather than the database (busy, full, I/O), each member is
+   * committed on its own, so only the faulty write fails.
+   */
+  #commit(writes: readonly PendingWrite[], claims: readonly PendingClaim[], isolate: boolean): void {
+    const ok = new Uint8Array(writes.length);
+    let results: ClaimResult[];
+    try {
+      results = this.#apply(writes, ok, claims, this.#clock.now());
+    } catch (error) {
+      if (isolate && writes.length + claims.length > 1 && isOwnFault(error)) {
+        for (const w of writes) this.#commit([w], [], false);
+        for (const c of claims) this.#commit([], [c], false);
+        return;
+      }
+      for (const w of writes) w.reject(error);
+      for (const c of claims) c.reject(error);
+      return;
+    }
+    this.#settle(writes, ok, claims, results);
+  }
+
+  /** After a commit: resolves the writes that took effect, rejects those whose lease was lost, answers the claims. */
+  #settle(writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], results: readonly ClaimResult[]): void {
+    for (let i = 0; i < writes.length; i++) {
+      const { op, at, resolve, reject } = writes[i]!;
+      if (ok[i] === 1) {
+        resolve();
+        const due = dueOf(op, at);
+        if (due !== undefined) this.#onDue(due.queue, due.at);
+      } else if (op.type !== 'send') {
+        reject(new LeaseLostError(op.row.queue, op.row.id));
+      }
+    }
+    for (let i = 0; i < claims.length; i++) claims[i]!.resolve(results[i]!);
+  }
+
+  /** Commits what is queued, then refuses further writes. */
+  close(): void {
+    this.flush();
+    this.#closed = true;
+  }
+
+  #applyOne(op: WriteOp, requestedAt: number): boolean {
+    // A delay counts from when the write was requested, not from the commit.
+    const store = this.#store;
+    switch (op.type) {
+      case 'send': {
+        const kind = store.kindOf(op.queue);
+        const at = requestedAt + op.delayMs;
+        for (const m of op.messages) store.insert(kind, op.queue, m.id, m.body, m.headers, at, requestedAt);
+        return true;
+      }
+      case 'ack':
+        return store.remove(op.row.kind, op.row.seq, op.row.lease);
+      case 'retry':
+        return store.retry(op.row.kind, op.row.seq, op.row.lease, op.headers, requestedAt + op.delayMs);
+      case 'deadLetter': {
+        store.ensureErrorQueue(op.errorQueue);
+        return store.moveToErrorQueue(op.row.kind, op.row.seq, op.row.lease, op.errorQueue, op.headers, requestedAt);
+      }
+      case 'release':
+        return store.release(op.row.kind, op.row.seq, op.row.lease, requestedAt);
+      case 'unclaim':
+        return store.unclaim(op.row.kind, op.row.seq, op.row.lease, op.dueAt);
+    }
+  }
+}
+
+/**
+ * Whether a failed group commit may be the fault of one of its writes rather
+ * than of the database as a whole (busy, full, read-only, I/O): a constraint
+ * failed, or a value could not be bound.
+ */
+function isOwnFault(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code !== 'string' || code.startsWith('SQLITE_CONSTRAINT');
+}
+
+/** Which queue a committed write made claimable, and from when. */
+function dueOf(op: WriteOp, requestedAt: number): { queue: string; at: number } | undefined {
+  switch (op.type) {
+    case 'send':
+      return { queue: op.queue, at: requestedAt + op.delayMs };
+    case 'retry':
+      return { queue: op.row.queue, at: requestedAt + op.delayMs };
+    case 'deadLetter':
+      return { queue: op.errorQueue, at: requestedAt };
+    case 'release':
+      return { queue: op.row.queue, at: requestedAt };
+    case 'unclaim':
+      return { queue: op.row.queue, at: op.dueAt };
+    case 'ack':
+      return undefined;
+  }
+}

@@ -1,0 +1,117 @@
+import type { Delivery, Headers } from '../../transport/types.js';
+import { encodeHeaders } from './codec.js';
+import type { LeasedRow, WriteOp } from './committer.js';
+import { AlreadySettledError } from './errors.js';
+import { MAX_TIMER_MS } from '../../time/clock.js';
+
+/** What a delivery needs from the consumer that handed it out. */
+export interface DeliveryOwner {
+  /** Writes the settlement in the next group commit. */
+  settle(op: WriteOp): Promise<void>;
+  /** The delivery no longer counts against the prefetch. */
+  settled(): void;
+}
+
+const HELD = 0;
+const SETTLING = 1;
+const SETTLED = 2;
+
+/** One delivery of a row claimed from SQLite, held under the claim's lease token. */
+export class SqliteDelivery implements Delivery, LeasedRow {
+  readonly queue: string;
+  readonly id: string;
+  readonly body: Buffer;
+  readonly headers: Readonly<Headers>;
+  readonly deliveryCount: number;
+  /** @internal the table the row lives in. */
+  readonly kind: LeasedRow['kind'];
+  /** @internal the row's sequence number. */
+  readonly seq: number;
+  /** @internal the lease token of the claim. */
+  readonly lease: number;
+  readonly #owner: DeliveryOwner;
+  #state = HELD;
+  #counted = false;
+
+  constructor(
+    owner: DeliveryOwner,
+    kind: LeasedRow['kind'],
+    queue: string,
+    seq: number,
+    lease: number,
+    id: string,
+    body: Buffer,
+    headers: Readonly<Headers>,
+    deliveryCount: number,
+  ) {
+    this.#owner = owner;
+    this.kind = kind;
+    this.queue = queue;
+    this.seq = seq;
+    this.lease = lease;
+    this.id = id;
+    this.body = body;
+    this.headers = headers;
+    this.deliveryCount = deliveryCount;
+  }
+
+  ack(): Promise<void> {
+    return this.#settle(() => ({ type: 'ack', row: this }));
+  }
+
+  retryLater(delayMs: number, headers: Headers): Promise<void> {
+    return this.#settle(() => {
+      if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS) {
+        throw new RangeError(`retryLater: delayMs must be a number from 0 to ${MAX_TIMER_MS}, got ${String(delayMs)}`);
+      }
+      return { type: 'retry', row: this, headers: encodeHeaders(headers, 'retryLater'), delayMs: Math.ceil(delayMs) };
+    });
+  }
+
+  deadLetter(errorQueue: string, headers: Headers): Promise<void> {
+    return this.#settle(() => {
+      if (typeof errorQueue !== 'string' || errorQueue.length === 0) {
+        throw new TypeError('deadLetter: errorQueue must be a non-empty string');
+      }
+      return { type: 'deadLetter', row: this, errorQueue, headers: encodeHeaders(headers, 'deadLetter') };
+    });
+  }
+
+  release(): Promise<void> {
+    return this.#settle(() => ({ type: 'release', row: this }));
+  }
+
+  /**
+   * Settles at most once. A settlement that was written, or that found its
+   * lease lost, is final; one that failed for another reason (the database
+   * was busy past its timeout) leaves the delivery held so it can be settled
+   * again.
+   */
+  #settle(build: () => WriteOp): Promise<void> {
+    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
+    let op: WriteOp;
+    try {
+      op = build();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#state = SETTLING;
+    return this.#owner.settle(op).then(
+      () => {
+        this.#state = SETTLED;
+        this.#release();
+      },
+      (error: unknown) => {
+        this.#state = error instanceof Error && error.name === 'LeaseLostError' ? SETTLED : HELD;
+        this.#release();
+        throw error;
+      },
+    );
+  }
+
+  #release(): void {
+    if (this.#counted) return;
+    this.#counted = true;
+    this.#owner.settled();
+  }
+}

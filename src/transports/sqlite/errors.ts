@@ -1,0 +1,39 @@
+/**
+ * A settlement arrived after the delivery's lease had ended and another
+ * consumer had claimed the message, or after the message had otherwise left
+ * the queue. Nothing was changed: the message belongs to its new holder.
+ */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+  /** The queue the delivery came from. */
+  readonly queue: string;
+  /** The message id. */
+  readonly messageId: string;
+
+  constructor(queue: string, messageId: string) {
+    super(
+      `lease lost on message ${JSON.stringify(messageId)} from queue ${JSON.stringify(queue)}: ` +
+        'the lease expired and the message was claimed again, or it was already settled; nothing was changed',
+    );
+    this.queue = queue;
+    this.messageId = messageId;
+  }
+}
+
+/** A delivery was settled a second time. The first settlement stands; nothing was changed. */
+export class AlreadySettledError extends Error {
+  override readonly name = 'AlreadySettledError';
+
+  constructor(queue: string, messageId: string) {
+    super(`message ${JSON.stringify(messageId)} from queue ${JSON.stringify(queue)} was already settled by this delivery`);
+  }
+}
+
+/** The transport was closed before the operation could be written. */
+export class TransportClosedError extends Error {
+  override readonly name = 'TransportClosedError';
+
+  constructor(operation: string) {
+    super(`SqliteTransport is closed: cannot ${operation}`);
+  }
+}

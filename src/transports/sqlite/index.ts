@@ -1,0 +1,8 @@
+/**
+ * `redeliver/sqlite`: the embedded transport, queues in one SQLite file.
+ * Failure semantics are in docs/sqlite.md.
+ */
+export { SqliteTransport } from './transport.js';
+export type { SqliteTransportOptions, SqliteDurability } from './options.js';
+export { SQLITE_DEFAULTS } from './options.js';
+export { LeaseLostError, AlreadySettledError, TransportClosedError } from './errors.js';

@@ -1,0 +1,89 @@
+import Database from 'better-sqlite3';
+import type { ResolvedSqliteOptions } from './options.js';
+
+/** The schema version this code writes, kept in SQLite's `user_version`. */
+export const SCHEMA_VERSION = 1;
+
+/**
+ * The store. Times are epoch milliseconds from the transport's clock.
+ *
+ * - `messages`: one row per message on a work queue. `visible_at` is when the
+ *   row may next be claimed: its due time while it waits, its lease expiry
+ *   while a consumer holds it. `lease` is the holder's token, NULL when free.
+ *   The `_due` indexes order rows by (queue, visible_at, seq): SQLite ends
+ *   every index entry with the rowid, which `seq` is, so it is not listed.
+ * - `error_messages`: the error queues, with the failure facts copied out of
+ *   the `redeliver-failure-*` headers into columns an operator can query.
+ * - `queues`: every queue name seen, and whether it is an error queue.
+ * - `meta`: counters, such as the source of lease tokens.
+ */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS queues (
+  name TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('queue', 'error'))
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS messages (
+  seq INTEGER PRIMARY KEY,
+  queue TEXT NOT NULL,
+  id TEXT NOT NULL,
+  body BLOB NOT NULL,
+  headers TEXT NOT NULL,
+  visible_at INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  lease INTEGER,
+  enqueued_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_due ON messages (queue, visible_at);
+
+CREATE TABLE IF NOT EXISTS error_messages (
+  seq INTEGER PRIMARY KEY,
+  queue TEXT NOT NULL,
+  id TEXT NOT NULL,
+  body BLOB NOT NULL,
+  headers TEXT NOT NULL,
+  visible_at INTEGER NOT NULL,
+  deliveries INTEGER NOT NULL DEFAULT 0,
+  lease INTEGER,
+  enqueued_at INTEGER NOT NULL,
+  original_queue TEXT,
+  failed_at TEXT,
+  reason TEXT,
+  error_name TEXT
+);
+CREATE INDEX IF NOT EXISTS error_messages_due ON error_messages (queue, visible_at);
+CREATE INDEX IF NOT EXISTS error_messages_reason ON error_messages (queue, reason, error_name);
+
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('lease_token', 0);
+`;
+
+/**
+ * Opens the file, sets WAL mode, the durability and the busy timeout, and
+ * creates the schema if it is missing. Safe to call from several processes
+ * on the same file.
+ */
+export function openDatabase(options: ResolvedSqliteOptions): Database.Database {
+  const db = new Database(options.path, { timeout: options.busyTimeoutMs });
+  try {
+    if (options.path !== ':memory:') db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.durability}`);
+    db.transaction(() => {
+      const version = db.pragma('user_version', { simple: true }) as number;
+      if (version > SCHEMA_VERSION) {
+        throw new Error(
+          `SqliteTransport: ${options.path} has schema version ${version}, newer than this redeliver's ${SCHEMA_VERSION}; upgrade redeliver`,
+        );
+      }
+      db.exec(SCHEMA);
+      if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}

@@ -1,0 +1,299 @@
+import type { Clock } from '../../time/clock.js';
+import type { DeliveryListener, Subscription } from '../../transport/types.js';
+import { parseHeaders } from './codec.js';
+import type { ClaimResult, GroupCommit, WriteOp } from './committer.js';
+import { SqliteDelivery, type DeliveryOwner } from './delivery.js';
+import type { ClaimedRow, QueueKind, Store } from './store.js';
+
+/** What a consumer needs to run. */
+export interface ConsumerSettings {
+  readonly queue: string;
+  readonly listener: DeliveryListener;
+  readonly prefetch: number;
+  readonly leaseMs: number;
+  readonly batchSize: number;
+  readonly pollIntervalMs: number;
+  readonly clock: Clock;
+  readonly store: Store;
+  readonly commit: GroupCommit;
+  /** Called once the subscription is closed, so the transport forgets it. */
+  readonly onClosed: (sub: SqliteSubscription) => void;
+}
+
+/** Rows from one claim, all under the same lease token. */
+interface ClaimedBatch {
+  readonly rows: readonly ClaimedRow[];
+  /** The next row to hand out. */
+  next: number;
+  readonly token: number;
+  readonly leaseUntil: number;
+}
+
+const RUNNING = 0;
+const PAUSED = 1;
+const CLOSED = 2;
+
+/**
+ * A consumer on one queue. It claims due rows in batches under a lease,
+ * keeps them in a local buffer and hands out at most `prefetch` unsettled
+ * deliveries at a time. Claims ride in the transport's group commit, so the
+ * acks of one batch and the claim of the next share a transaction.
+ *
+ * When nothing is due it waits with a single wake-up for the earliest due
+ * time of its queue, or the poll interval (for writes by other processes),
+ * whichever is sooner; a write in this process that is due sooner cuts the
+ * wait short. There is no timer per waiting message.
+ */
+export class SqliteSubscription implements Subscription, DeliveryOwner {
+  readonly #s: ConsumerSettings;
+  #prefetch: number;
+  #kind: QueueKind;
+  #state = RUNNING;
+  /** Handed out and not yet settled. */
+  #outstanding = 0;
+  /** Claimed and not yet handed out, oldest claim first. */
+  readonly #buffer: ClaimedBatch[] = [];
+  /** How many rows the buffer holds. */
+  #buffered = 0;
+  /** The claim waiting for the next commit, if any. */
+  #claim: Promise<void> | undefined;
+  /** A settlement was requested since the last claim: the consumer is moving, not stuck. */
+  #settlingSinceClaim = false;
+  /** Something became due while a claim was under way: look again before going idle. */
+  #dueWhileClaiming = false;
+  #pumpScheduled = false;
+  /** The pending wake-up, if the consumer is idle. */
+  #wake: AbortController | undefined;
+  #wakeAt = Infinity;
+
+  constructor(settings: ConsumerSettings) {
+    this.#s = settings;
+    this.#prefetch = settings.prefetch;
+    this.#kind = settings.store.peekKind(settings.queue) ?? 'queue';
+  }
+
+  /** Starts consuming. */
+  start(): void {
+    this.#pump();
+  }
+
+  /** Something in the queue became claimable at `dueAt`: wake up if that is sooner than planned. */
+  notifyDue(dueAt: number): void {
+    if (this.#state !== RUNNING) return;
+    if (this.#claim !== undefined) {
+      this.#dueWhileClaiming = true;
+      return;
+    }
+    if (this.#wake === undefined || dueAt >= this.#wakeAt) return;
+    this.#cancelWake();
+    this.#schedulePump();
+  }
+
+  async pause(): Promise<void> {
+    if (this.#state !== RUNNING) return;
+    this.#state = PAUSED;
+    this.#cancelWake();
+    await this.#claim;
+    await this.#returnBuffer();
+  }
+
+  async resume(): Promise<void> {
+    if (this.#state !== PAUSED) return;
+    this.#state = RUNNING;
+    this.#pump();
+  }
+
+  /**
+   * Changes how many unsettled deliveries may be out at once. Lowering it
+   * also gives back the rows claimed but not handed out, so a consumer that
+   * slows down does not sit on a batch under lease.
+   */
+  async setPrefetch(prefetch: number): Promise<void> {
+    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
+      throw new RangeError(`setPrefetch: prefetch must be a positive integer, got ${String(prefetch)}`);
+    }
+    const lower = prefetch < this.#prefetch;
+    this.#prefetch = prefetch;
+    if (lower) await this.#returnBuffer();
+    if (this.#state === RUNNING) this.#pump();
+  }
+
+  async close(): Promise<void> {
+    if (this.#state === CLOSED) return;
+    this.#state = CLOSED;
+    this.#cancelWake();
+    this.#s.onClosed(this);
+    await this.#claim;
+    await this.#returnBuffer();
+  }
+
+  settle(op: WriteOp): Promise<void> {
+    const written = this.#s.commit.write(op);
+    if (!this.#settlingSinceClaim) {
+      // Claim the next batch now, so the claim joins this settlement's commit.
+      this.#settlingSinceClaim = true;
+      this.#schedulePump();
+    }
+    return written;
+  }
+
+  settled(): void {
+    this.#outstanding--;
+    this.#schedulePump();
+  }
+
+  /** Pumps once, after the current callbacks, however many settlements asked. */
+  #schedulePump(): void {
+    if (this.#pumpScheduled || this.#state !== RUNNING) return;
+    this.#pumpScheduled = true;
+    queueMicrotask(() => {
+      this.#pumpScheduled = false;
+      this.#pump();
+    });
+  }
+
+  /**
+   * Hands out deliveries while there is room, and asks for the next batch
+   * while the buffer holds less than a prefetch window. A consumer with
+   * every slot taken still claims ahead while its deliveries are being
+   * settled, so the claim rides in the same commit as their acks; one whose
+   * handlers are all stuck stops claiming, so it does not sit on messages
+   * that another consumer could handle.
+   */
+  #pump(): void {
+    const s = this.#s;
+    if (this.#state !== RUNNING) return;
+    const now = this.#buffered > 0 ? s.clock.now() : 0;
+    while (this.#outstanding < this.#prefetch && this.#buffered > 0) {
+      const batch = this.#buffer[0]!;
+      if (now >= batch.leaseUntil) {
+        // Held so long in the buffer that the lease ran out: another consumer may own these rows now.
+        this.#buffer.shift();
+        this.#buffered -= batch.rows.length - batch.next;
+        continue;
+      }
+      const row = batch.rows[batch.next++]!;
+      this.#buffered--;
+      if (batch.next === batch.rows.length) this.#buffer.shift();
+      this.#handOut(row, batch.token);
+      if (this.#state !== RUNNING) return;
+    }
+    if (this.#claim !== undefined || this.#buffered >= this.#prefetch) return;
+    if (this.#outstanding >= this.#prefetch && !this.#settlingSinceClaim) return;
+    const room = 2 * this.#prefetch - this.#outstanding - this.#buffered;
+    if (room > 0) this.#startClaim(Math.min(s.batchSize, room));
+  }
+
+  #startClaim(limit: number): void {
+    const s = this.#s;
+    this.#cancelWake();
+    this.#dueWhileClaiming = false;
+    this.#settlingSinceClaim = false;
+    const claim = s.commit
+      .claim({ kind: this.#kind, queue: s.queue, limit, leaseMs: s.leaseMs })
+      .then(
+        (result) => {
+          this.#claim = undefined;
+          this.#claimed(result);
+        },
+        () => {
+          // The store was busy past its timeout, or is closing: try again after a poll interval.
+          this.#claim = undefined;
+          if (this.#state === RUNNING) this.#sleepFor(s.pollIntervalMs);
+        },
+      );
+    this.#claim = claim;
+  }
+
+  #claimed(result: ClaimResult): void {
+    const s = this.#s;
+    if (result.rows.length > 0) {
+      this.#buffer.push({ rows: result.rows, next: 0, token: result.token, leaseUntil: result.now + s.leaseMs });
+      this.#buffered += result.rows.length;
+      // Paused or closed meanwhile: pause() and close() give these rows back.
+      this.#pump();
+      return;
+    }
+    if (this.#state !== RUNNING) return;
+    if (this.#dueWhileClaiming) {
+      this.#pump();
+      return;
+    }
+    if (this.#kind === 'queue' && s.store.peekKind(s.queue) === 'error') {
+      // The name became an error queue (a dead-letter arrived): its rows are in the other table now.
+      this.#kind = 'error';
+      this.#pump();
+      return;
+    }
+    // Every slot is taken: the next settlement looks again.
+    if (this.#outstanding >= this.#prefetch) return;
+    const now = s.clock.now();
+    const poll = now + s.pollIntervalMs;
+    const next = result.nextDue;
+    this.#sleepFor(Math.max(0, (next === undefined || next > poll ? poll : next) - now));
+  }
+
+  #handOut(row: ClaimedRow, lease: number): void {
+    const s = this.#s;
+    const delivery = new SqliteDelivery(
+      this,
+      this.#kind,
+      s.queue,
+      row.seq,
+      lease,
+      row.id,
+      row.body,
+      parseHeaders(row.headers),
+      row.deliveries,
+    );
+    this.#outstanding++;
+    try {
+      s.listener(delivery);
+    } catch {
+      // A listener that throws cannot have taken the delivery on: give it back.
+      delivery.release().catch(() => undefined);
+    }
+  }
+
+  /** Waits `ms`, or less if something due sooner is written in this process, then looks again. */
+  #sleepFor(ms: number): void {
+    this.#cancelWake();
+    const controller = new AbortController();
+    this.#wake = controller;
+    this.#wakeAt = this.#s.clock.now() + ms;
+    this.#s.clock.sleep(ms, controller.signal).then(
+      () => {
+        if (this.#wake !== controller) return;
+        this.#wake = undefined;
+        this.#wakeAt = Infinity;
+        this.#pump();
+      },
+      () => undefined,
+    );
+  }
+
+  #cancelWake(): void {
+    const wake = this.#wake;
+    if (wake === undefined) return;
+    this.#wake = undefined;
+    this.#wakeAt = Infinity;
+    wake.abort();
+  }
+
+  /** Gives back rows claimed but never handed out, as they were: same due time, same delivery count. */
+  async #returnBuffer(): Promise<void> {
+    const batches = this.#buffer.splice(0);
+    this.#buffered = 0;
+    const s = this.#s;
+    const returns: Promise<void>[] = [];
+    for (const batch of batches) {
+      for (let i = batch.next; i < batch.rows.length; i++) {
+        const row = batch.rows[i]!;
+        const leased = { kind: this.#kind, queue: s.queue, id: row.id, seq: row.seq, lease: batch.token };
+        // A row whose lease already ran out belongs to whoever claimed it since; nothing to give back.
+        returns.push(s.commit.write({ type: 'unclaim', row: leased, dueAt: row.dueAt }).catch(() => undefined));
+      }
+    }
+    await Promise.all(returns);
+  }
+}

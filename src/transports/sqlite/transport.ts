@@ -1,0 +1,135 @@
+import type Database from 'better-sqlite3';
+import type {
+  ConsumeOptions,
+  DeliveryListener,
+  OutgoingMessage,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from '../../transport/types.js';
+import { checkMessage } from './codec.js';
+import { GroupCommit, type EncodedMessage } from './committer.js';
+import { TransportClosedError } from './errors.js';
+import { leaseOption, resolveOptions, type ResolvedSqliteOptions, type SqliteTransportOptions } from './options.js';
+import { openDatabase } from './schema.js';
+import { Store } from './store.js';
+import { SqliteSubscription } from './subscription.js';
+
+/**
+ * The embedded transport: queues, delayed retries and error queues in one
+ * SQLite file, in WAL mode.
+ *
+ * - A delay is a due time in an indexed column, not a timer: each consumer
+ *   keeps one wake-up for the earliest due time of its queue.
+ * - A claimed message is leased: invisible to other consumers until it is
+ *   settled or its lease ends, so a message held by a process that died
+ *   comes back.
+ * - Settlements are single transactions: a retry rewrites the row in place
+ *   and a dead-letter moves it, so there is always exactly one copy.
+ * - Writes made in the same turn of the event loop share one commit; each
+ *   promise resolves after that commit.
+ *
+ * Several processes may share the file; see docs/sqlite.md.
+ */
+export class SqliteTransport implements Transport {
+  readonly name = 'sqlite';
+  readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  readonly #options: ResolvedSqliteOptions;
+  readonly #db: Database.Database;
+  readonly #store: Store;
+  readonly #commit: GroupCommit;
+  readonly #consumers = new Map<string, Set<SqliteSubscription>>();
+  #closed = false;
+
+  /** Opens (or creates) the store; throws if an option is invalid or the file cannot be opened. */
+  constructor(options: SqliteTransportOptions) {
+    this.#options = resolveOptions(options);
+    this.#db = openDatabase(this.#options);
+    this.#store = new Store(this.#db);
+    this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+  }
+
+  /** The file this transport stores its queues in. */
+  get path(): string {
+    return this.#options.path;
+  }
+
+  send(queue: string, message: OutgoingMessage): Promise<void> {
+    try {
+      checkQueue(queue, 'send');
+      if (this.#closed) throw new TransportClosedError('send');
+      return this.#commit.write({ type: 'send', queue, messages: [checkMessage(message, 'send')], delayMs: 0 });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Puts several messages on `queue` in one transaction: all of them or, on
+   * failure, none. Resolves once they are committed.
+   */
+  sendBatch(queue: string, messages: readonly OutgoingMessage[]): Promise<void> {
+    try {
+      checkQueue(queue, 'sendBatch');
+      if (this.#closed) throw new TransportClosedError('send');
+      if (!Array.isArray(messages)) throw new TypeError('sendBatch: messages must be an array');
+      const encoded: EncodedMessage[] = new Array(messages.length);
+      for (let i = 0; i < messages.length; i++) encoded[i] = checkMessage(messages[i]!, 'sendBatch');
+      return this.#commit.write({ type: 'send', queue, messages: encoded, delayMs: 0 });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
+    checkQueue(queue, 'consume');
+    if (this.#closed) throw new TransportClosedError('consume');
+    if (typeof listener !== 'function') throw new TypeError('consume: listener must be a function');
+    const prefetch = options?.prefetch;
+    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
+      throw new RangeError(`consume: prefetch must be a positive integer, got ${String(prefetch)}`);
+    }
+    const o = this.#options;
+    const sub = new SqliteSubscription({
+      queue,
+      listener,
+      prefetch,
+      leaseMs: leaseOption('consume leaseMs', options.leaseMs, o.leaseMs),
+      batchSize: o.batchSize,
+      pollIntervalMs: o.pollIntervalMs,
+      clock: o.clock,
+      store: this.#store,
+      commit: this.#commit,
+      onClosed: (s) => this.#consumers.get(queue)?.delete(s),
+    });
+    let subs = this.#consumers.get(queue);
+    if (subs === undefined) this.#consumers.set(queue, (subs = new Set()));
+    subs.add(sub);
+    sub.start();
+    return sub;
+  }
+
+  /**
+   * Closes every subscription (returning the rows they had claimed but not
+   * handed out), commits pending writes, and closes the database. Deliveries
+   * still unsettled come back after their lease.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
+    await Promise.all(subs.map((sub) => sub.close()));
+    this.#commit.close();
+    this.#db.close();
+  }
+
+  #notifyDue(queue: string, dueAt: number): void {
+    const subs = this.#consumers.get(queue);
+    if (subs === undefined) return;
+    for (const sub of subs) sub.notifyDue(dueAt);
+  }
+}
+
+function checkQueue(queue: unknown, what: string): asserts queue is string {
+  if (typeof queue !== 'string' || queue.length === 0) throw new TypeError(`${what}: queue must be a non-empty string`);
+}
