@@ -51,6 +51,13 @@ export interface SqliteTransportOptions {
    * Default 30000.
    */
   readonly leaseMs?: number;
+  /**
+   * The most messages a work queue may hold (ready, delayed and in flight).
+   * A send to a queue at this backlog is refused with a `ThrottledError`,
+   * which a Producer backs off from, as a broker throttles a producer whose
+   * consumers fall behind. Default none: no limit.
+   */
+  readonly maxBacklog?: number;
 }
 
 /** The options with every default filled in. */
@@ -62,6 +69,7 @@ export interface ResolvedSqliteOptions {
   readonly pollIntervalMs: number;
   readonly batchSize: number;
   readonly leaseMs: number;
+  readonly maxBacklog: number | undefined;
 }
 
 /** The defaults, in one place. */
@@ -98,6 +106,7 @@ export function resolveOptions(options: SqliteTransportOptions): ResolvedSqliteO
     pollIntervalMs: integerOption('pollIntervalMs', options.pollIntervalMs, SQLITE_DEFAULTS.pollIntervalMs, 1, MAX_TIMER_MS),
     batchSize: integerOption('batchSize', options.batchSize, SQLITE_DEFAULTS.batchSize, 1, 10_000),
     leaseMs: leaseOption('leaseMs', options.leaseMs, SQLITE_DEFAULTS.leaseMs),
+    maxBacklog: options.maxBacklog === undefined ? undefined : integerOption('maxBacklog', options.maxBacklog, 0, 1, Number.MAX_SAFE_INTEGER),
   };
 }
 

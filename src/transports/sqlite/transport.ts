@@ -14,6 +14,10 @@ import { leaseOption, resolveOptions, type ResolvedSqliteOptions, type SqliteTra
 import { openDatabase } from './schema.js';
 import { Store } from './store.js';
 import { SqliteSubscription } from './subscription.js';
+import { SqliteOperations } from './operations.js';
+import { ThrottledError, type SendErrorKind } from '../../producer/errors.js';
+import type { ErrorQueueOperations } from '../../transport/error-queue.js';
+import type { QueueInspection } from '../../transport/inspection.js';
 
 /**
  * The embedded transport: queues, delayed retries and error queues in one
@@ -39,6 +43,8 @@ export class SqliteTransport implements Transport {
   readonly #store: Store;
   readonly #commit: GroupCommit;
   readonly #consumers = new Map<string, Set<SqliteSubscription>>();
+  readonly #operations: SqliteOperations;
+  readonly #backlog: Database.Statement<[string], number>;
   #closed = false;
 
   /** Opens (or creates) the store; throws if an option is invalid or the file cannot be opened. */
@@ -47,6 +53,18 @@ export class SqliteTransport implements Transport {
     this.#db = openDatabase(this.#options);
     this.#store = new Store(this.#db);
     this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+    this.#backlog = this.#db.prepare<[string], number>('SELECT COUNT(*) FROM messages WHERE queue = ?').pluck(true);
+    this.#operations = new SqliteOperations(this.#db, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+  }
+
+  /** Browse, replay and delete error-queue entries. */
+  get errorQueue(): ErrorQueueOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths: ready, delayed and in flight. */
+  get inspection(): QueueInspection {
+    return this.#operations;
   }
 
   /** The file this transport stores its queues in. */
@@ -58,6 +76,7 @@ export class SqliteTransport implements Transport {
     try {
       checkQueue(queue, 'send');
       if (this.#closed) throw new TransportClosedError('send');
+      this.#checkBacklog(queue, 1);
       return this.#commit.write({ type: 'send', queue, messages: [checkMessage(message, 'send')], delayMs: 0 });
     } catch (error) {
       return Promise.reject(error);
@@ -73,6 +92,7 @@ export class SqliteTransport implements Transport {
       checkQueue(queue, 'sendBatch');
       if (this.#closed) throw new TransportClosedError('send');
       if (!Array.isArray(messages)) throw new TypeError('sendBatch: messages must be an array');
+      this.#checkBacklog(queue, messages.length);
       const encoded: EncodedMessage[] = new Array(messages.length);
       for (let i = 0; i < messages.length; i++) encoded[i] = checkMessage(messages[i]!, 'sendBatch');
       return this.#commit.write({ type: 'send', queue, messages: encoded, delayMs: 0 });
@@ -121,6 +141,29 @@ export class SqliteTransport implements Transport {
     await Promise.all(subs.map((sub) => sub.close()));
     this.#commit.close();
     this.#db.close();
+  }
+
+  /**
+   * SQLite errors: a lock held too long (`SQLITE_BUSY`, `SQLITE_LOCKED`) or
+   * an I/O hiccup is transient; a backlog at `maxBacklog` is throttling; a
+   * full disk, an oversized message, bad input or a closed transport is
+   * fatal.
+   */
+  classifySendError(error: unknown): SendErrorKind {
+    if (error instanceof ThrottledError) return 'throttled';
+    if (error instanceof TransportClosedError || error instanceof TypeError || error instanceof RangeError) return 'fatal';
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && /^SQLITE_(FULL|TOOBIG|CONSTRAINT|READONLY|CORRUPT|NOTADB|PERM|MISMATCH)/.test(code)) return 'fatal';
+    return 'transient';
+  }
+
+  #checkBacklog(queue: string, adding: number): void {
+    const max = this.#options.maxBacklog;
+    if (max === undefined) return;
+    const backlog = this.#backlog.get(queue) ?? 0;
+    if (backlog + adding > max) {
+      throw new ThrottledError(`queue ${queue} holds ${backlog} messages, at its maximum backlog of ${max}: consumers are behind`);
+    }
   }
 
   #notifyDue(queue: string, dueAt: number): void {

@@ -1,0 +1,141 @@
+import type Database from 'better-sqlite3';
+import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import type { Clock } from '../../time/clock.js';
+import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
+import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import { parseHeaders } from './codec.js';
+
+interface ErrorRow {
+  seq: number;
+  id: string;
+  body: Buffer;
+  headers: string;
+}
+
+interface DepthRow {
+  queue: string;
+  ready: number;
+  delayed: number;
+  inFlight: number;
+}
+
+/**
+ * The operator's side of the SQLite store: browse, replay and delete error
+ * entries, and read queue depths. Reads work from any process that opens
+ * the file; a replay is one transaction (insert the copy, delete the entry),
+ * so it happens once however often it is asked for.
+ */
+export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
+  readonly #db: Database.Database;
+  readonly #clock: Clock;
+  readonly #onQueued: (queue: string, dueAt: number) => void;
+  readonly #count: Database.Statement<[string], number>;
+  readonly #page: Database.Statement<[string, number, number], ErrorRow>;
+  readonly #one: Database.Statement<[string, number], ErrorRow>;
+  readonly #delete: Database.Statement<[string, number]>;
+  readonly #purge: Database.Statement<[string]>;
+  readonly #insert: Database.Statement<[string, string, Buffer, string, number, number]>;
+  readonly #kind: Database.Statement<[string], string>;
+  readonly #register: Database.Statement<[string]>;
+  readonly #workDepths: Database.Statement<[number, number, number], DepthRow>;
+  readonly #errorDepths: Database.Statement<[number, number, number], DepthRow>;
+  readonly #names: Database.Statement<[], { name: string; kind: string }>;
+  readonly #sendBack: (queue: string, seq: number, target: string | undefined) => string | undefined;
+
+  constructor(db: Database.Database, clock: Clock, onQueued: (queue: string, dueAt: number) => void) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#onQueued = onQueued;
+    this.#count = db.prepare<[string], number>('SELECT COUNT(*) FROM error_messages WHERE queue = ?').pluck(true);
+    this.#page = db.prepare<[string, number, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? ORDER BY seq LIMIT ? OFFSET ?');
+    this.#one = db.prepare<[string, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? AND seq = ?');
+    this.#delete = db.prepare<[string, number]>('DELETE FROM error_messages WHERE queue = ? AND seq = ?');
+    this.#purge = db.prepare<[string]>('DELETE FROM error_messages WHERE queue = ?');
+    this.#insert = db.prepare<[string, string, Buffer, string, number, number]>(
+      'INSERT INTO messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) VALUES (?, ?, ?, ?, ?, 0, ?)',
+    );
+    this.#kind = db.prepare<[string], string>('SELECT kind FROM queues WHERE name = ?').pluck(true);
+    this.#register = db.prepare<[string]>(`INSERT OR IGNORE INTO queues (name, kind) VALUES (?, 'queue')`);
+    const depths = (table: string) =>
+      db.prepare<[number, number, number], DepthRow>(
+        `SELECT queue,
+           SUM(lease IS NULL AND visible_at <= ?1) + SUM(lease IS NOT NULL AND visible_at <= ?2) AS ready,
+           SUM(lease IS NULL AND visible_at > ?1) AS delayed,
+           SUM(lease IS NOT NULL AND visible_at > ?3) AS inFlight
+         FROM ${table} GROUP BY queue`,
+      );
+    this.#workDepths = depths('messages');
+    this.#errorDepths = depths('error_messages');
+    this.#names = db.prepare<[], { name: string; kind: string }>('SELECT name, kind FROM queues');
+    this.#sendBack = db
+      .transaction((queue: string, seq: number, target: string | undefined): string | undefined => {
+        const row = this.#one.get(queue, seq);
+        if (!row) return undefined;
+        const headers = parseHeaders(row.headers);
+        const destination = target ?? failureQueueOf(headers);
+        if (!destination) throw new Error(`message ${row.id} does not say which queue it failed on; name the queue to send it to`);
+        if (this.#kind.get(destination) === 'error') throw new Error(`${destination} is an error queue; send the message to a work queue`);
+        const now = this.#clock.now();
+        this.#register.run(destination);
+        this.#insert.run(destination, row.id, row.body, JSON.stringify(replayHeaders(headers, new Date(now))), now, now);
+        this.#delete.run(queue, seq);
+        return destination;
+      })
+      .immediate;
+  }
+
+  async count(errorQueue: string): Promise<number> {
+    return this.#count.get(errorQueue) ?? 0;
+  }
+
+  async browse(errorQueue: string, options: BrowseOptions = {}): Promise<ErrorEntry[]> {
+    const offset = Math.max(0, Math.floor(options.offset ?? 0));
+    const limit = Math.max(0, Math.floor(options.limit ?? 100));
+    return this.#page.all(errorQueue, limit, offset).map((row) => entry(errorQueue, row));
+  }
+
+  async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
+    const seq = parseKey(key);
+    const row = seq === undefined ? undefined : this.#one.get(errorQueue, seq);
+    return row && entry(errorQueue, row);
+  }
+
+  async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
+    const seq = parseKey(key);
+    if (seq === undefined) return undefined;
+    const destination = this.#sendBack(errorQueue, seq, options.queue);
+    if (destination) this.#onQueued(destination, this.#clock.now());
+    return destination;
+  }
+
+  async delete(errorQueue: string, key: string): Promise<boolean> {
+    const seq = parseKey(key);
+    return seq !== undefined && this.#delete.run(errorQueue, seq).changes > 0;
+  }
+
+  async purge(errorQueue: string): Promise<number> {
+    return this.#purge.run(errorQueue).changes;
+  }
+
+  async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
+    const now = this.#clock.now();
+    const found = new Map<string, QueueDepth>();
+    for (const row of this.#workDepths.all(now, now, now)) found.set(row.queue, depth(row, 'work'));
+    for (const row of this.#errorDepths.all(now, now, now)) found.set(row.queue, depth(row, 'error'));
+    const kinds = new Map(this.#names.all().map((r) => [r.name, r.kind === 'error' ? ('error' as const) : ('work' as const)]));
+    const names = queues ?? [...new Set([...kinds.keys(), ...found.keys()])].sort();
+    return names.map((queue) => found.get(queue) ?? { queue, kind: kinds.get(queue) ?? 'work', ready: 0, delayed: 0, inFlight: 0 });
+  }
+}
+
+function entry(errorQueue: string, row: ErrorRow): ErrorEntry {
+  return { key: String(row.seq), messageId: row.id, errorQueue, body: new Uint8Array(row.body), headers: parseHeaders(row.headers) };
+}
+
+function depth(row: DepthRow, kind: 'work' | 'error'): QueueDepth {
+  return { queue: row.queue, kind, ready: row.ready ?? 0, delayed: row.delayed ?? 0, inFlight: row.inFlight ?? 0 };
+}
+
+function parseKey(key: string): number | undefined {
+  return /^\d{1,15}$/.test(key) ? Number(key) : undefined;
+}
