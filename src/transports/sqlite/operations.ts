@@ -37,8 +37,8 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #insert: Database.Statement<[string, string, Buffer, string, number, number]>;
   readonly #kind: Database.Statement<[string], string>;
   readonly #register: Database.Statement<[string]>;
-  readonly #workDepths: Database.Statement<[number, number, number], DepthRow>;
-  readonly #errorDepths: Database.Statement<[number, number, number], DepthRow>;
+  readonly #workDepths: Database.Statement<[{ now: number }], DepthRow>;
+  readonly #errorDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #names: Database.Statement<[], { name: string; kind: string }>;
   readonly #sendBack: (queue: string, seq: number, target: string | undefined) => string | undefined;
 
@@ -57,11 +57,11 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     this.#kind = db.prepare<[string], string>('SELECT kind FROM queues WHERE name = ?').pluck(true);
     this.#register = db.prepare<[string]>(`INSERT OR IGNORE INTO queues (name, kind) VALUES (?, 'queue')`);
     const depths = (table: string) =>
-      db.prepare<[number, number, number], DepthRow>(
+      db.prepare<[{ now: number }], DepthRow>(
         `SELECT queue,
-           SUM(lease IS NULL AND visible_at <= ?1) + SUM(lease IS NOT NULL AND visible_at <= ?2) AS ready,
-           SUM(lease IS NULL AND visible_at > ?1) AS delayed,
-           SUM(lease IS NOT NULL AND visible_at > ?3) AS inFlight
+           SUM(lease IS NULL AND visible_at <= @now) + SUM(lease IS NOT NULL AND visible_at <= @now) AS ready,
+           SUM(lease IS NULL AND visible_at > @now) AS delayed,
+           SUM(lease IS NOT NULL AND visible_at > @now) AS inFlight
          FROM ${table} GROUP BY queue`,
       );
     this.#workDepths = depths('messages');
@@ -120,8 +120,8 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
     const now = this.#clock.now();
     const found = new Map<string, QueueDepth>();
-    for (const row of this.#workDepths.all(now, now, now)) found.set(row.queue, depth(row, 'work'));
-    for (const row of this.#errorDepths.all(now, now, now)) found.set(row.queue, depth(row, 'error'));
+    for (const row of this.#workDepths.all({ now })) found.set(row.queue, depth(row, 'work'));
+    for (const row of this.#errorDepths.all({ now })) found.set(row.queue, depth(row, 'error'));
     const kinds = new Map(this.#names.all().map((r) => [r.name, r.kind === 'error' ? ('error' as const) : ('work' as const)]));
     const names = queues ?? [...new Set([...kinds.keys(), ...found.keys()])].sort();
     return names.map((queue) => found.get(queue) ?? { queue, kind: kinds.get(queue) ?? 'work', ready: 0, delayed: 0, inFlight: 0 });

@@ -1,0 +1,89 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { DashboardOptionError, isLoopbackHost, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
+import { createDashboard } from '../../dashboard/server.js';
+import { openTransport, UsageError } from '../open-transport.js';
+
+/** Options of `redeliver dashboard`. */
+export interface DashboardCommandOptions {
+  /** Default 8080. */
+  port: number;
+  /** Default `127.0.0.1`. */
+  host: string;
+  /** Default `$REDELIVER_DASHBOARD_TOKEN`, else none. */
+  token?: string;
+  /** Default `['error']`. */
+  errorQueue: string[];
+}
+
+/** `redeliver dashboard <sqlite-file|amqp-url>`: serves the operations dashboard until interrupted. */
+export function registerDashboard(program: Command): void {
+  program
+    .command('dashboard')
+    .description('serve a web page to browse failure groups in the error queues, read each message, and retry or delete')
+    .argument('<target>', 'the SQLite file an endpoint uses, or an amqp:// URL')
+    .option('--port <port>', 'port to listen on', port, 8080)
+    .option('--host <host>', 'address to listen on; anything but loopback needs --token', '127.0.0.1')
+    .option('--token <token>', `secret every request must carry, at least ${MIN_TOKEN_LENGTH} characters (default: $REDELIVER_DASHBOARD_TOKEN)`)
+    .option('--error-queue <name>', 'an error queue to show; repeat for more (default: error)', collect, [] as string[])
+    .action(async (target: string, opts: DashboardCommandOptions) => {
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      try {
+        await serveDashboard(target, opts, { out: process.stdout, signal: stop.signal, env: process.env });
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+      }
+    });
+}
+
+/**
+ * Opens the transport, serves the dashboard, prints where, and closes both
+ * when `signal` aborts.
+ */
+export async function serveDashboard(
+  target: string,
+  opts: DashboardCommandOptions,
+  io: { out: NodeJS.WritableStream; signal: AbortSignal; env: NodeJS.ProcessEnv; onReady?: (url: string) => void },
+): Promise<void> {
+  const token = opts.token ?? (io.env['REDELIVER_DASHBOARD_TOKEN'] || undefined);
+  // Refuse an unsafe address before touching the store.
+  if (!isLoopbackHost(opts.host) && token === undefined) {
+    throw new UsageError(`refusing to listen on ${opts.host} without a token: pass --token (or set REDELIVER_DASHBOARD_TOKEN), or listen on 127.0.0.1`);
+  }
+  const transport = await openTransport(target);
+  try {
+    let dashboard;
+    try {
+      dashboard = await createDashboard({
+        transport,
+        errorQueues: opts.errorQueue.length > 0 ? opts.errorQueue : ['error'],
+        host: opts.host,
+        port: opts.port,
+        ...(token === undefined ? {} : { token }),
+      });
+    } catch (error) {
+      if (error instanceof DashboardOptionError) throw new UsageError(error.message);
+      throw error;
+    }
+    const open = token === undefined ? dashboard.url : `${dashboard.url}?token=${encodeURIComponent(token)}`;
+    io.out.write(`redeliver dashboard for ${target} at ${open}\n(Ctrl-C to stop)\n`);
+    io.onReady?.(dashboard.url);
+    if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
+    await dashboard.close();
+  } finally {
+    await transport.close();
+  }
+}
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65_535) throw new InvalidArgumentError('expected a port number from 0 to 65535');
+  return n;
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}

@@ -1,0 +1,115 @@
+import type { EndpointStats } from '../endpoint/endpoint.js';
+import type { FlowState } from '../flow/controller.js';
+import type { Clock } from '../time/clock.js';
+import type { Transport } from '../transport/types.js';
+
+/**
+ * What the dashboard reads from an endpoint running in the same process:
+ * an {@link Endpoint} fits.
+ */
+export interface DashboardEndpoint {
+  readonly config: { readonly name: string; readonly queue: string };
+  readonly stats: EndpointStats;
+  readonly flowState: FlowState;
+  readonly running: boolean;
+}
+
+/** Options of {@link createDashboard}. */
+export interface DashboardOptions {
+  /** The broker or store whose error queues the dashboard shows. It needs `transport.errorQueue`. Required. */
+  transport: Transport;
+  /** The error queues to show and act on. The dashboard acts on no other queue. Default `['error']`. */
+  errorQueues?: readonly string[];
+  /** Endpoints running in this process, whose throughput and flow-control state the dashboard shows. Default none. */
+  endpoints?: readonly DashboardEndpoint[];
+  /**
+   * A secret every request must carry, as `Authorization: Bearer <token>` or
+   * as the cookie set by opening the page once with `?token=<token>`. At
+   * least 16 characters. Required when `host` is not a loopback address.
+   * Default none (only this machine can connect).
+   */
+  token?: string;
+  /**
+   * The address to listen on. Default `127.0.0.1`. Anything other than a
+   * loopback address (`127.x.x.x`, `::1`, `localhost`) requires `token`.
+   */
+  host?: string;
+  /** The port to listen on. Default 0: a free port, read it from `url`. */
+  port?: number;
+  /** Source of time for the per-minute rates and the group cache. Default the system clock. */
+  clock?: Clock;
+  /** How long computed failure groups are reused before the error queue is read again, in milliseconds. Default 3000. */
+  groupCacheMs?: number;
+  /** The most error-queue entries read to compute groups; beyond it the page says the groups are partial. Default 100 000. */
+  maxScan?: number;
+  /** The most bytes of a message body shown; a longer body is cut and the page says so. Default 65 536 (64 KiB). */
+  bodyPreviewBytes?: number;
+}
+
+/** Dashboard options with every default filled in. */
+export interface DashboardConfig {
+  readonly transport: Transport;
+  readonly errorQueues: readonly string[];
+  readonly endpoints: readonly DashboardEndpoint[];
+  readonly token: string | undefined;
+  readonly host: string;
+  readonly port: number;
+  readonly clock: Clock;
+  readonly groupCacheMs: number;
+  readonly maxScan: number;
+  readonly bodyPreviewBytes: number;
+}
+
+/** A dashboard option that cannot work, or an unsafe combination of options. */
+export class DashboardOptionError extends Error {
+  override readonly name = 'DashboardOptionError';
+}
+
+/** The shortest token accepted. */
+export const MIN_TOKEN_LENGTH = 16;
+
+/** Whether `host` is an address only this machine can reach. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
+}
+
+/** Validates options, naming the option at fault, and fills in defaults. */
+export function resolveDashboardConfig(options: DashboardOptions, systemClock: Clock): DashboardConfig {
+  if (typeof options !== 'object' || options === null) throw new DashboardOptionError('dashboard options must be an object');
+  const { transport } = options;
+  if (typeof transport !== 'object' || transport === null) throw new DashboardOptionError('transport is required');
+  if (!transport.errorQueue) throw new DashboardOptionError(`the ${transport.name} transport cannot browse error queues (transport.errorQueue is missing)`);
+  const errorQueues = [...(options.errorQueues ?? ['error'])];
+  if (errorQueues.length === 0 || errorQueues.some((q) => typeof q !== 'string' || q === '')) {
+    throw new DashboardOptionError('errorQueues must be a non-empty list of queue names');
+  }
+  const host = options.host ?? '127.0.0.1';
+  if (typeof host !== 'string' || host === '') throw new DashboardOptionError('host must be a non-empty string');
+  const token = options.token;
+  if (token !== undefined && (typeof token !== 'string' || token.length < MIN_TOKEN_LENGTH)) {
+    throw new DashboardOptionError(`token must be at least ${MIN_TOKEN_LENGTH} characters (try: openssl rand -hex 16)`);
+  }
+  if (!isLoopbackHost(host) && token === undefined) {
+    throw new DashboardOptionError(`refusing to listen on ${host} without a token: anyone who can reach it could replay and delete messages. Pass a token, or listen on 127.0.0.1`);
+  }
+  const port = options.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new DashboardOptionError('port must be a whole number from 0 to 65535');
+  return {
+    transport,
+    errorQueues: [...new Set(errorQueues)],
+    endpoints: [...(options.endpoints ?? [])],
+    token,
+    host,
+    port,
+    clock: options.clock ?? systemClock,
+    groupCacheMs: whole('groupCacheMs', options.groupCacheMs ?? 3_000, 0),
+    maxScan: whole('maxScan', options.maxScan ?? 100_000, 1),
+    bodyPreviewBytes: whole('bodyPreviewBytes', options.bodyPreviewBytes ?? 65_536, 16),
+  };
+}
+
+function whole(name: string, value: number, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) throw new DashboardOptionError(`${name} must be a whole number of at least ${min}`);
+  return value;
+}

@@ -1,0 +1,117 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isLoopbackHost } from './options.js';
+
+/** The cookie that carries the token after the page was opened once with `?token=`. */
+export const TOKEN_COOKIE = 'redeliver_dashboard_token';
+/** The request header that carries the CSRF token on state-changing requests. */
+export const CSRF_HEADER = 'x-redeliver-csrf';
+
+/** Compares two secrets in time that does not depend on where they differ (or on their lengths). */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a, 'utf8').digest();
+  const hb = createHash('sha256').update(b, 'utf8').digest();
+  return timingSafeEqual(ha, hb) && a.length === b.length;
+}
+
+/** A fresh random value for a CSP nonce or a CSRF token. */
+export function randomToken(bytes = 24): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+/** Headers every response carries. */
+export function setSecurityHeaders(res: ServerResponse): void {
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('Cross-Origin-Opener-Policy', 'same-origin');
+  res.setHeader('Cross-Origin-Resource-Policy', 'same-origin');
+  res.setHeader('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+}
+
+/** The Content-Security-Policy of the page, allowing only its own inline script and style. */
+export function pagePolicy(nonce: string): string {
+  return [
+    "default-src 'none'",
+    `script-src 'self' 'nonce-${nonce}'`,
+    `style-src 'self' 'nonce-${nonce}'`,
+    "connect-src 'self'",
+    "img-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+/**
+ * The Host header values a request may carry. Checking Host stops DNS
+ * rebinding: a hostile page whose name resolves to 127.0.0.1 sends its own
+ * name as Host. On a non-loopback address the names the machine is reached
+ * by are unknown, and the token guards instead.
+ */
+export function allowedHosts(boundHost: string, port: number): Set<string> | undefined {
+  if (!isLoopbackHost(boundHost)) return undefined;
+  const names = new Set(['127.0.0.1', 'localhost', '[::1]', bracket(boundHost)]);
+  return new Set([...names].map((n) => `${n.toLowerCase()}:${port}`));
+}
+
+/** IPv6 addresses in URLs and Host headers are bracketed. */
+export function bracket(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/** The token a request carries, from `Authorization: Bearer` or the cookie. */
+export function presentedToken(req: IncomingMessage): string | undefined {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string') {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (match) return match[1];
+  }
+  return cookie(req, TOKEN_COOKIE);
+}
+
+/** The value of one cookie, or undefined. */
+export function cookie(req: IncomingMessage, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (typeof header !== 'string') return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() !== name) continue;
+    try {
+      return decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** The Set-Cookie value that keeps the token for this dashboard. */
+export function tokenCookie(token: string): string {
+  return `${TOKEN_COOKIE}=${encodeURIComponent(token)}; Path=/; HttpOnly; SameSite=Strict`;
+}
+
+/**
+ * Why a state-changing request is refused, or undefined when it may go on:
+ * it must come from the dashboard's own page (same Origin as Host, and
+ * same-origin by Fetch Metadata when the browser sends it), carry the CSRF
+ * token, and be JSON.
+ */
+export function stateChangeRefusal(req: IncomingMessage, csrfToken: string): { status: number; error: string } | undefined {
+  const host = req.headers.host;
+  const origin = req.headers.origin;
+  if (typeof origin !== 'string' || typeof host !== 'string' || origin.toLowerCase() !== `http://${host.toLowerCase()}`) {
+    return { status: 403, error: 'the request does not come from this dashboard (Origin does not match Host)' };
+  }
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string' && site !== 'same-origin') return { status: 403, error: 'cross-site request refused' };
+  const presented = req.headers[CSRF_HEADER];
+  if (typeof presented !== 'string' || !safeEqual(presented, csrfToken)) return { status: 403, error: 'missing or wrong CSRF token' };
+  const type = req.headers['content-type'];
+  if (typeof type !== 'string' || type.split(';')[0]!.trim().toLowerCase() !== 'application/json') {
+    return { status: 415, error: 'the request body must be application/json' };
+  }
+  return undefined;
+}

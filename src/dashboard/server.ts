@@ -1,0 +1,167 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { systemClock } from '../time/clock.js';
+import { ApiError, DashboardApi } from './api.js';
+import { GroupIndex } from './groups.js';
+import { resolveDashboardConfig, type DashboardOptions } from './options.js';
+import { renderPage } from './page.js';
+import {
+  allowedHosts,
+  bracket,
+  pagePolicy,
+  presentedToken,
+  randomToken,
+  safeEqual,
+  setSecurityHeaders,
+  stateChangeRefusal,
+  tokenCookie,
+} from './security.js';
+import { StatsCollector } from './stats.js';
+
+/** A running dashboard. */
+export interface Dashboard {
+  /** Where it listens, such as `http://127.0.0.1:8080/`. With a token, open it once as `url + '?token=' + token`. */
+  readonly url: string;
+  /** Stops listening and closes open connections. The transport stays open. */
+  close(): Promise<void>;
+}
+
+/** The largest request body accepted, in bytes. */
+const MAX_BODY_BYTES = 16 * 1024;
+
+/**
+ * Starts the operations dashboard: failure groups of the error queues,
+ * each message's story, retry and delete, and live counters. It listens on
+ * 127.0.0.1 unless told otherwise, and refuses any other address without a
+ * token.
+ */
+export async function createDashboard(options: DashboardOptions): Promise<Dashboard> {
+  const config = resolveDashboardConfig(options, systemClock);
+  const groups = new GroupIndex(config.transport.errorQueue!, config.clock, config.groupCacheMs, config.maxScan);
+  const stats = new StatsCollector(config);
+  const api = new DashboardApi(config, groups, stats);
+  const csrfToken = randomToken();
+  /** Host header values accepted; undefined on a non-loopback address, where the token guards instead. */
+  let hosts: Set<string> | undefined;
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (!res.headersSent) json(res, 500, { error: `internal error: ${error instanceof Error ? error.message : String(error)}` });
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    setSecurityHeaders(res);
+    const host = (req.headers.host ?? '').toLowerCase();
+    if (hosts && !hosts.has(host)) return json(res, 403, { error: 'unexpected Host header' });
+    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    const method = req.method ?? 'GET';
+
+    if (config.token !== undefined) {
+      const queryToken = url.pathname === '/' && method === 'GET' ? url.searchParams.get('token') : null;
+      if (queryToken !== null && safeEqual(queryToken, config.token)) {
+        // Trade the token in the address bar for a cookie, and drop it from the address.
+        res.setHeader('Set-Cookie', tokenCookie(config.token));
+        res.writeHead(303, { Location: '/' }).end();
+        return;
+      }
+      const presented = presentedToken(req);
+      if (presented === undefined || !safeEqual(presented, config.token)) {
+        return json(res, 403, { error: 'a valid token is required: open the address printed by `redeliver dashboard`, or send Authorization: Bearer <token>' });
+      }
+    }
+
+    const path = url.pathname;
+    if (path === '/') {
+      if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
+      const nonce = randomToken(18);
+      const html = renderPage(nonce, csrfToken);
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': pagePolicy(nonce), 'Content-Length': Buffer.byteLength(html) });
+      res.end(method === 'HEAD' ? undefined : html);
+      return;
+    }
+    if (!path.startsWith('/api/')) return json(res, 404, { error: 'not found' });
+    const site = req.headers['sec-fetch-site'];
+    if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return json(res, 403, { error: 'cross-site request refused' });
+
+    try {
+      if (path === '/api/retry' || path === '/api/delete') {
+        if (method !== 'POST') return methodNotAllowed(res, 'POST');
+        const refusal = stateChangeRefusal(req, csrfToken);
+        if (refusal) return json(res, refusal.status, { error: refusal.error });
+        const body = await readJson(req);
+        return json(res, 200, path === '/api/retry' ? await api.retry(body) : await api.delete(body));
+      }
+      if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
+      if (path === '/api/groups') return json(res, 200, await api.listGroups(url.searchParams));
+      if (path === '/api/stats') return json(res, 200, await api.readStats());
+      if (path === '/api/entries') return json(res, 200, await api.listEntries(url.searchParams));
+      const match = /^\/api\/entries\/([^/]+)\/([^/]+)$/.exec(path);
+      if (match) return json(res, 200, await api.entry(decode(match[1]!), decode(match[2]!)));
+      return json(res, 404, { error: 'not found' });
+    } catch (error) {
+      if (error instanceof ApiError) return json(res, error.status, { error: error.message });
+      throw error;
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      hosts = allowedHosts(config.host, (server.address() as AddressInfo).port);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  await stats.read().catch(() => undefined); // the first reading, so rates have a starting point
+
+  let closed: Promise<void> | undefined;
+  return {
+    url: `http://${bracket(config.host)}:${port}/`,
+    close() {
+      closed ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closed;
+    },
+  };
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function methodNotAllowed(res: ServerResponse, allow: string): void {
+  res.setHeader('Allow', allow);
+  json(res, 405, { error: `method not allowed; use ${allow}` });
+}
+
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new ApiError(400, 'malformed path');
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new ApiError(413, `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new ApiError(400, 'the request body is not valid JSON');
+  }
+}

@@ -1,0 +1,277 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
+import { DashboardOptionError } from '../../src/dashboard/options.js';
+import { HEADER } from '../../src/headers/names.js';
+import { MemoryTransport } from '../../src/transports/memory/index.js';
+import { csrfOf, deadLetterAll, postHeaders, request, waitFor, type TestMessage } from './support.js';
+
+const TOKEN = 'a-test-token-0123456789abcdef';
+
+const notFound = (n: number): TestMessage => ({ n, fail: { name: 'OrderNotFound', message: `order ${1000 + n} not found in 'warehouse-${n}'` } });
+const tooLarge = (n: number): TestMessage => ({ n, fail: { name: 'RangeError', message: `amount ${n * 7} is over the limit` } });
+
+describe('dashboard JSON API', () => {
+  let transport: MemoryTransport;
+  let dashboard: Dashboard | undefined;
+
+  afterEach(async () => {
+    await dashboard?.close();
+    dashboard = undefined;
+    await transport?.close();
+  });
+
+  async function start(messages: TestMessage[], options: Partial<Parameters<typeof createDashboard>[0]> = {}) {
+    transport = new MemoryTransport();
+    await deadLetterAll(transport, messages);
+    dashboard = await createDashboard({ transport, ...options });
+    return dashboard.url;
+  }
+
+  it('groups the error queue by failure signature, largest group first', async () => {
+    const url = await start([notFound(1), tooLarge(2), notFound(3), notFound(4), tooLarge(5), { n: 6 }]);
+    const res = await request(`${url}api/groups`);
+    expect(res.status).toBe(200);
+    const body = res.json();
+    expect(body.total).toBe(2);
+    expect(body.queues).toEqual([expect.objectContaining({ errorQueue: 'error', scanned: 5, truncated: false })]);
+    const [first, second] = body.groups;
+    expect(first).toMatchObject({ errorQueue: 'error', count: 3, signature: { errorName: 'OrderNotFound', message: 'order <n> not found in <value>', reason: 'retries-exhausted' } });
+    expect(first.signature.topFrame).toMatch(/^at /);
+    expect(first.firstSeen <= first.lastSeen).toBe(true);
+    expect(second).toMatchObject({ count: 2, signature: { errorName: 'RangeError', message: 'amount <n> is over the limit' } });
+  });
+
+  it('says when the error queue holds more than it reads', async () => {
+    const url = await start([notFound(1), notFound(2), notFound(3), tooLarge(4)], { maxScan: 3 });
+    const body = (await request(`${url}api/groups`)).json();
+    expect(body.queues[0]).toMatchObject({ scanned: 3, truncated: true });
+    expect(body.groups.reduce((n: number, g: { count: number }) => n + g.count, 0)).toBe(3);
+  });
+
+  it("pages through a group's messages and shows one in full", async () => {
+    const url = await start([notFound(1), notFound(2), notFound(3), tooLarge(4)]);
+    const group = (await request(`${url}api/groups`)).json().groups[0].signature.id;
+    const page1 = (await request(`${url}api/entries?errorQueue=error&group=${group}&offset=0&limit=2`)).json();
+    expect(page1).toMatchObject({ total: 3, offset: 0, limit: 2 });
+    expect(page1.entries.map((e: { messageId: string }) => e.messageId)).toEqual(['msg-1', 'msg-2']);
+    expect(page1.entries[0].message).toBe("order 1001 not found in 'warehouse-1'");
+    const page2 = (await request(`${url}api/entries?errorQueue=error&group=${group}&offset=2&limit=2`)).json();
+    expect(page2.entries.map((e: { messageId: string }) => e.messageId)).toEqual(['msg-3']);
+
+    const all = (await request(`${url}api/entries?errorQueue=error&limit=10`)).json();
+    expect(all.total).toBe(4);
+
+    const key = page1.entries[0].key;
+    const detail = (await request(`${url}api/entries/error/${encodeURIComponent(key)}`)).json();
+    expect(detail).toMatchObject({ messageId: 'msg-1', errorQueue: 'error', failure: { reason: 'retries-exhausted', errorName: 'OrderNotFound', queue: 'orders', endpoint: 'orders', attempts: '2' } });
+    expect(detail.failure.stack).toContain('OrderNotFound');
+    expect(detail.history).toHaveLength(2);
+    expect(detail.history[0]).toMatchObject({ errorName: 'OrderNotFound', immediateAttempt: 1, delayedAttempt: 0 });
+    expect(detail.body).toMatchObject({ encoding: 'utf8', truncated: false });
+    expect(JSON.parse(detail.body.text)).toMatchObject({ n: 1 });
+    expect(detail.headers).toContainEqual(['x-tenant', 'acme']);
+    expect(detail.headers).toContainEqual([HEADER.failureReason, 'retries-exhausted']);
+
+    expect((await request(`${url}api/entries/error/no-such-key`)).status).toBe(404);
+    expect((await request(`${url}api/entries/orders/${key}`)).status).toBe(400);
+    expect((await request(`${url}api/entries?errorQueue=error&limit=x`)).status).toBe(400);
+  });
+
+  it('shows a binary body as hex and cuts a long body, saying so', async () => {
+    transport = new MemoryTransport();
+    const failure = { [HEADER.failureQueue]: 'orders', [HEADER.failureReason]: 'deserialization', [HEADER.failureMessage]: 'bad' };
+    await transport.send('error', { id: 'bin', body: new Uint8Array([0xff, 0xfe, 0x00, 0x41]), headers: failure });
+    await transport.send('error', { id: 'long', body: new TextEncoder().encode('é'.repeat(40_000)), headers: failure });
+    dashboard = await createDashboard({ transport });
+    const entries = (await request(`${dashboard.url}api/entries?errorQueue=error`)).json().entries;
+    const bin = (await request(`${dashboard.url}api/entries/error/${entries[0].key}`)).json();
+    expect(bin.body).toEqual({ encoding: 'hex', text: '00000000  ff fe 00 41', size: 4, truncated: false, shownBytes: 4 });
+    const long = (await request(`${dashboard.url}api/entries/error/${entries[1].key}`)).json();
+    expect(long.body).toMatchObject({ encoding: 'utf8', size: 80_000, truncated: true, shownBytes: 65_536 });
+    expect(long.body.text).toBe('é'.repeat(32_768));
+  });
+
+  it('retries one message, retries a group, and deletes one', async () => {
+    const url = await start([notFound(1), notFound(2), notFound(3), tooLarge(4), tooLarge(5)]);
+    const csrf = await csrfOf(url);
+    const groups = (await request(`${url}api/groups`)).json().groups;
+    const notFoundGroup = groups[0].signature.id;
+    const rangeGroup = groups[1].signature.id;
+    const entries = (await request(`${url}api/entries?errorQueue=error&group=${notFoundGroup}`)).json().entries;
+
+    const one = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entries[0].key }) });
+    expect(one.status).toBe(200);
+    expect(one.json()).toEqual({ sentTo: 'orders' });
+    expect(transport.depth('orders')).toBe(1);
+    const again = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entries[0].key }) });
+    expect(again.json()).toEqual({ sentTo: null });
+
+    const del = await request(`${url}api/delete`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entries[1].key }) });
+    expect(del.json()).toEqual({ deleted: true });
+
+    const group = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', group: rangeGroup }) });
+    expect(group.json()).toEqual({ sent: 2, missing: 0, failed: 0 });
+    expect(transport.depth('orders')).toBe(3);
+
+    const after = (await request(`${url}api/groups`)).json();
+    expect(after.groups).toHaveLength(1);
+    expect(after.groups[0]).toMatchObject({ count: 1, signature: { id: notFoundGroup } });
+    const gone = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', group: rangeGroup }) });
+    expect(gone.status).toBe(404);
+    const bad = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'orders', key: '1' }) });
+    expect(bad.status).toBe(400);
+    const both = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: '1', group: 'x' }) });
+    expect(both.status).toBe(400);
+  });
+
+  it('reports queue depths and dead-letters per minute', async () => {
+    const url = await start([notFound(1), notFound(2)]);
+    const stats = (await request(`${url}api/stats`)).json();
+    expect(stats.transport).toBe('memory');
+    expect(stats.errorQueues).toEqual([{ name: 'error', count: 2, deadLettersPerMinute: 0 }]);
+    expect(stats.queues).toContainEqual({ queue: 'error', kind: 'error', ready: 2, delayed: 0, inFlight: 0 });
+    expect(stats.endpoints).toEqual([]);
+  });
+
+  it('still reports error-queue counts when the transport fails to read queue depths', async () => {
+    transport = new MemoryTransport();
+    await deadLetterAll(transport, [notFound(1)]);
+    const failing = Object.create(transport, {
+      inspection: { value: { queueDepths: () => Promise.reject(new Error('no such table')) } },
+    }) as MemoryTransport;
+    dashboard = await createDashboard({ transport: failing });
+    const stats = (await request(`${dashboard.url}api/stats`)).json();
+    expect(stats).toMatchObject({ queues: null, queuesError: 'no such table', errorQueues: [{ name: 'error', count: 1 }] });
+  });
+});
+
+describe('dashboard security', () => {
+  let transport: MemoryTransport;
+  let dashboard: Dashboard | undefined;
+
+  afterEach(async () => {
+    await dashboard?.close();
+    dashboard = undefined;
+    await transport?.close();
+  });
+
+  async function start(options: Partial<Parameters<typeof createDashboard>[0]> = {}) {
+    transport = new MemoryTransport();
+    await deadLetterAll(transport, [notFound(1)]);
+    dashboard = await createDashboard({ transport, ...options });
+    return dashboard.url;
+  }
+
+  it('serves the page with a nonce CSP, nosniff and no framing, and never assigns markup', async () => {
+    const url = await start();
+    const res = await request(url);
+    expect(res.status).toBe(200);
+    const csp = String(res.headers['content-security-policy']);
+    const nonce = /'nonce-([^']+)'/.exec(csp)?.[1];
+    expect(nonce).toBeTruthy();
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("connect-src 'self'");
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(res.text).toContain(`<script nonce="${nonce}">`);
+    expect(res.text).toContain(`<style nonce="${nonce}">`);
+    expect(res.text).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write/);
+    expect(res.text).not.toMatch(/<script[^>]+src=|<link[^>]+href=|https?:\/\/(?!dashboard)/);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(res.headers['x-frame-options']).toBe('DENY');
+    const second = await request(url);
+    expect(/'nonce-([^']+)'/.exec(String(second.headers['content-security-policy']))?.[1]).not.toBe(nonce);
+    const api = await request(`${url}api/groups`);
+    expect(api.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(api.headers['x-content-type-options']).toBe('nosniff');
+  });
+
+  it('refuses state changes without the CSRF token, from another origin, or not as JSON (403 / 415)', async () => {
+    const url = await start();
+    const csrf = await csrfOf(url);
+    const key = (await request(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
+    const body = JSON.stringify({ errorQueue: 'error', key });
+    const good = postHeaders(url, csrf);
+    const cases: [string, Record<string, string>, number][] = [
+      ['no CSRF token', { ...good, 'X-Redeliver-CSRF': '' }, 403],
+      ['a wrong CSRF token', { ...good, 'X-Redeliver-CSRF': `${csrf.slice(0, -1)}x` }, 403],
+      ['no Origin', Object.fromEntries(Object.entries(good).filter(([k]) => k !== 'Origin')), 403],
+      ['a foreign Origin', { ...good, Origin: 'http://evil.example' }, 403],
+      ['an Origin on another port', { ...good, Origin: 'http://127.0.0.1:1' }, 403],
+      ['a cross-site fetch', { ...good, 'Sec-Fetch-Site': 'cross-site' }, 403],
+      ['a form content type', { ...good, 'Content-Type': 'application/x-www-form-urlencoded' }, 415],
+      ['a text content type', { ...good, 'Content-Type': 'text/plain' }, 415],
+    ];
+    for (const [label, headers, status] of cases) {
+      for (const path of ['api/retry', 'api/delete']) {
+        const res = await request(`${url}${path}`, { method: 'POST', headers, body });
+        expect(res.status, `${label} on ${path}`).toBe(status);
+      }
+    }
+    expect((await request(`${url}api/retry`, { method: 'GET' })).status).toBe(405);
+    expect((await request(`${url}api/groups`, { method: 'POST', headers: good, body: '{}' })).status).toBe(405);
+    expect((await request(`${url}api/retry`, { method: 'POST', headers: good, body: 'not json' })).status).toBe(400);
+    expect((await request(`${url}api/retry`, { method: 'POST', headers: good, body: 'x'.repeat(20_000) })).status).toBe(413);
+    // Nothing above touched the entry.
+    expect(transport.depth('error')).toBe(1);
+    expect((await request(`${url}api/delete`, { method: 'POST', headers: good, body })).json()).toEqual({ deleted: true });
+  });
+
+  it('refuses a foreign Host header (DNS rebinding) on a loopback address', async () => {
+    const url = await start();
+    const port = new URL(url).port;
+    expect((await request(`${url}api/groups`, { headers: { Host: `evil.example:${port}` } })).status).toBe(403);
+    expect((await request(url, { headers: { Host: `evil.example:${port}` } })).status).toBe(403);
+    expect((await request(`${url}api/groups`, { headers: { Host: `localhost:${port}` } })).status).toBe(200);
+  });
+
+  it('requires the token on every request when one is set, by bearer or by cookie', async () => {
+    const url = await start({ token: TOKEN });
+    expect((await request(url)).status).toBe(403);
+    expect((await request(`${url}api/groups`)).status).toBe(403);
+    expect((await request(`${url}api/groups`, { headers: { Authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(403);
+    expect((await request(`${url}api/groups`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    expect((await request(`${url}?token=wrong`)).status).toBe(403);
+
+    const login = await request(`${url}?token=${TOKEN}`);
+    expect(login.status).toBe(303);
+    expect(login.headers.location).toBe('/');
+    const setCookie = String(login.headers['set-cookie']);
+    expect(setCookie).toMatch(/HttpOnly/);
+    expect(setCookie).toMatch(/SameSite=Strict/);
+    const cookie = setCookie.split(';')[0]!;
+    expect((await request(`${url}api/groups`, { headers: { Cookie: cookie } })).status).toBe(200);
+
+    // With the token but without CSRF, state changes are still refused.
+    const key = (await request(`${url}api/entries?errorQueue=error`, { headers: { Cookie: cookie } })).json().entries[0].key;
+    const body = JSON.stringify({ errorQueue: 'error', key });
+    const noCsrf = await request(`${url}api/retry`, { method: 'POST', headers: { Cookie: cookie, 'Content-Type': 'application/json', Origin: new URL(url).origin }, body });
+    expect(noCsrf.status).toBe(403);
+    const csrf = await csrfOf(url, { Cookie: cookie });
+    const noToken = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body });
+    expect(noToken.status).toBe(403);
+    const ok = await request(`${url}api/retry`, { method: 'POST', headers: { ...postHeaders(url, csrf), Cookie: cookie }, body });
+    expect(ok.status).toBe(200);
+  });
+
+  it('refuses to start on a non-loopback address without a token, or with a short one', async () => {
+    transport = new MemoryTransport();
+    await expect(createDashboard({ transport, host: '0.0.0.0' })).rejects.toThrow(DashboardOptionError);
+    await expect(createDashboard({ transport, host: '0.0.0.0' })).rejects.toThrow(/without a token/);
+    await expect(createDashboard({ transport, host: '::' })).rejects.toThrow(/without a token/);
+    await expect(createDashboard({ transport, host: '192.168.1.10' })).rejects.toThrow(/without a token/);
+    await expect(createDashboard({ transport, host: '0.0.0.0', token: 'short' })).rejects.toThrow(/at least 16/);
+    await expect(createDashboard({ transport, errorQueues: [] })).rejects.toThrow(DashboardOptionError);
+    await expect(createDashboard({ transport: { ...transport, errorQueue: undefined, name: 'bare' } as never })).rejects.toThrow(/cannot browse error queues/);
+  });
+
+  it('starts on all interfaces with a token, and then every request needs it', async () => {
+    transport = new MemoryTransport();
+    dashboard = await createDashboard({ transport, host: '0.0.0.0', token: TOKEN });
+    const port = new URL(dashboard.url).port;
+    const local = `http://127.0.0.1:${port}/`;
+    expect((await request(`${local}api/groups`)).status).toBe(403);
+    expect((await request(`${local}api/groups`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    await waitFor(async () => (await request(`${local}api/stats`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status === 200);
+  });
+});
