@@ -1,15 +1,17 @@
 #!/usr/bin/env node
-import { Command } from 'commander';
 import { registerDemo } from './commands/demo.js';
-import { UsageError } from './open-transport.js';
+import { registerDashboard } from './commands/dashboard.js';
+import { registerErrors } from './commands/errors.js';
+import { registerStats } from './commands/stats.js';
+import { buildProgram, runProgram } from './program.js';
 
-const program = new Command()
-  .name('redeliver')
-  .description('Recoverability for message handlers: retries, delayed retries and error queues on SQLite, RabbitMQ and more.');
+const program = buildProgram();
 
 registerDemo(program);
+registerDashboard(program);
+registerErrors(program);
+registerStats(program);
 
-program.parseAsync(process.argv).catch((error: unknown) => {
-  console.error(`redeliver: ${error instanceof Error ? error.message : String(error)}`);
-  process.exitCode = error instanceof UsageError ? 2 : 1;
+void runProgram(program, process.argv).then((code) => {
+  if (code !== 0) process.exitCode = code;
 });

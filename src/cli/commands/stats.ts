@@ -1,0 +1,48 @@
+import type { Command } from 'commander';
+import type { QueueDepth } from '../../transport/inspection.js';
+import { oneLine, table } from '../format.js';
+import { UsageError } from '../open-transport.js';
+import { queueName, TARGET_HELP, withTransport, write } from '../session.js';
+
+interface StatsOptions {
+  /** Default: every queue the transport knows. */
+  queue?: string[];
+  json?: boolean;
+}
+
+const KIND_ORDER: Record<QueueDepth['kind'], number> = { work: 0, retry: 1, error: 2 };
+
+/** `redeliver stats <target>`: how many messages wait in each queue. */
+export function registerStats(program: Command): void {
+  program
+    .command('stats')
+    .description('show how many messages each queue holds: ready, waiting for a delayed retry, and in flight')
+    .argument('<target>', TARGET_HELP)
+    .option('--queue <names...>', 'only these queues (default: every queue the transport knows)', (value: string, previous: string[] | undefined) => [
+      ...(previous ?? []),
+      queueName(value),
+    ])
+    .option('--json', 'print JSON for scripts')
+    .action(async (target: string, opts: StatsOptions, command: Command) => {
+      await withTransport(command, target, async (transport, io) => {
+        if (!transport.inspection) throw new UsageError(`the ${transport.name} transport cannot read queue depths yet (no queue inspection)`);
+        const depths = await transport.inspection.queueDepths(opts.queue);
+        // The operator's order when queues are named, otherwise work, retry and error queues, each by name.
+        const sorted = opts.queue ? depths : [...depths].sort((a, b) => KIND_ORDER[a.kind] - KIND_ORDER[b.kind] || a.queue.localeCompare(b.queue));
+        if (opts.json) {
+          await write(io.stdout, `${JSON.stringify({ queues: sorted }, null, 2)}\n`);
+          return;
+        }
+        if (sorted.length === 0) {
+          await write(io.stdout, `no queues in ${oneLine(target)}\n`);
+          return;
+        }
+        const rows = sorted.map((d) => [d.queue, d.kind, String(d.ready), String(d.delayed), String(d.inFlight)]);
+        const lines = table(
+          [{ title: 'QUEUE', max: 60 }, { title: 'KIND' }, { title: 'READY', align: 'right' }, { title: 'DELAYED', align: 'right' }, { title: 'IN FLIGHT', align: 'right' }],
+          rows,
+        );
+        await write(io.stdout, `${lines.join('\n')}\n`);
+      });
+    });
+}

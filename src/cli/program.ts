@@ -1,0 +1,136 @@
+import { Command, CommanderError } from 'commander';
+import type { Transport } from '../transport/types.js';
+import { openTransport, UsageError } from './open-transport.js';
+
+/** Where a command writes: a process stream, or anything with `write` (tests collect the text). */
+export interface OutputStream {
+  write(text: string): unknown;
+  /** Whether the stream is a terminal: progress bars are drawn only then. */
+  readonly isTTY?: boolean;
+  /** Width of the terminal, when it is one. */
+  readonly columns?: number;
+  /** Present on process streams: lets long outputs wait for the pipe to drain. */
+  once?(event: 'drain', listener: () => void): unknown;
+  /** True once the reader went away (`redeliver errors export … | head`): further output is dropped. */
+  readonly closed?: boolean;
+}
+
+/** The outside world of a command: its streams, what interrupts it, and how it opens a target. */
+export interface CliIo {
+  /** Results: tables, JSON, NDJSON, summaries. */
+  readonly stdout: OutputStream;
+  /** Error messages and progress bars. */
+  readonly stderr: OutputStream;
+  /**
+   * Stops a long operation (retry, delete, export) between two messages;
+   * what was done so far is reported. Without it, the real CLI stops on
+   * SIGINT or SIGTERM (see `trapSignals`).
+   */
+  readonly signal?: AbortSignal;
+  /** Whether long operations stop cleanly on SIGINT / SIGTERM. Default: true for the process streams, false for injected ones. */
+  readonly trapSignals?: boolean;
+  /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file or an amqp:// URL. */
+  readonly openTransport?: (target: string) => Promise<Transport>;
+}
+
+/** Thrown when a long operation stopped on request (Ctrl-C) after reporting what it did; the CLI exits with code 130. */
+export class InterruptedError extends Error {
+  override readonly name = 'InterruptedError';
+}
+
+const ioByProgram = new WeakMap<Command, CliIo>();
+
+/**
+ * The `redeliver` program without its commands: name, description, output
+ * sent to `io`, and errors thrown instead of exiting the process (see
+ * {@link runProgram}). Commands are registered on it with `registerX(program)`.
+ */
+export function buildProgram(io?: Partial<CliIo>): Command {
+  const resolved: CliIo = {
+    stdout: io?.stdout ?? processStdout(),
+    stderr: io?.stderr ?? process.stderr,
+    trapSignals: io?.trapSignals ?? io === undefined,
+    ...(io?.signal ? { signal: io.signal } : {}),
+    ...(io?.openTransport ? { openTransport: io.openTransport } : {}),
+  };
+  const program = new Command()
+    .name('redeliver')
+    .description('Recoverability for message handlers: retries, delayed retries and error queues on SQLite, RabbitMQ and more.')
+    .configureOutput({
+      writeOut: (text) => void resolved.stdout.write(text),
+      writeErr: (text) => void resolved.stderr.write(text),
+    })
+    .showHelpAfterError('(add --help for usage)')
+    .exitOverride();
+  ioByProgram.set(program, resolved);
+  return program;
+}
+
+/**
+ * The process's stdout, tolerant of a reader that goes away: when a pipe
+ * closes early the rest of the output is dropped quietly, as other command
+ * line tools do, instead of crashing on EPIPE.
+ */
+function processStdout(): OutputStream {
+  const stdout = process.stdout;
+  let closed = false;
+  stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    closed = true;
+  });
+  return {
+    get isTTY() {
+      return stdout.isTTY;
+    },
+    get columns() {
+      return stdout.columns;
+    },
+    get closed() {
+      return closed || stdout.destroyed;
+    },
+    write: (text) => (closed ? true : stdout.write(text)),
+    // A closed pipe never drains: wake the writer up when it closes too.
+    once: (event, listener) => {
+      let called = false;
+      const once = () => {
+        if (called) return;
+        called = true;
+        stdout.off('drain', once);
+        stdout.off('close', once);
+        listener();
+      };
+      stdout.once(event, once);
+      stdout.once('close', once);
+    },
+  };
+}
+
+/** The streams of the program a command belongs to (the process streams when it was not built by {@link buildProgram}). */
+export function ioOf(command: Command): CliIo {
+  let root: Command = command;
+  while (root.parent) root = root.parent;
+  return ioByProgram.get(root) ?? { stdout: process.stdout, stderr: process.stderr, trapSignals: true };
+}
+
+/**
+ * Runs the program on `argv` (as `process.argv`: node, script, then the
+ * arguments) and resolves its exit code: 0 on success, 2 for a usage error
+ * (unknown command or option, missing argument, bad value, {@link UsageError}),
+ * 130 when interrupted ({@link InterruptedError}), 1 for anything else that
+ * went wrong at run time. The message has been written
+ * to stderr by then. A command that sets `process.exitCode` itself keeps it.
+ */
+export async function runProgram(program: Command, argv: readonly string[]): Promise<number> {
+  try {
+    await program.parseAsync([...argv]);
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander has printed its own message (or the help) already.
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    ioOf(program).stderr.write(`redeliver: ${error instanceof Error ? error.message : String(error)}\n`);
+    if (error instanceof UsageError) return 2;
+    return error instanceof InterruptedError ? 130 : 1;
+  }
+}

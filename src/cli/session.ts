@@ -1,0 +1,62 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import type { Transport } from '../transport/types.js';
+import { openTransport } from './open-transport.js';
+import { ioOf, type CliIo, type OutputStream } from './program.js';
+
+/** Help text of every `<target>` argument. */
+export const TARGET_HELP = 'the SQLite file an endpoint uses, or an amqp:// URL';
+
+/**
+ * Opens `target`, runs `fn`, and closes the transport whatever happens, so
+ * the process can exit. An error from `fn` wins over one from closing.
+ */
+export async function withTransport<T>(command: Command, target: string, fn: (transport: Transport, io: CliIo) => Promise<T>): Promise<T> {
+  const io = ioOf(command);
+  const transport = await (io.openTransport ?? openTransport)(target);
+  let result: T;
+  try {
+    result = await fn(transport, io);
+  } catch (error) {
+    await transport.close().catch(() => undefined);
+    throw error;
+  }
+  await transport.close();
+  return result;
+}
+
+/**
+ * A signal that aborts when the operator interrupts a long operation: the
+ * injected one, or SIGINT / SIGTERM for the real process (a second Ctrl-C
+ * then stops the process at once). Call `dispose` when the operation ends.
+ */
+export function interruption(io: CliIo): { signal: AbortSignal; dispose: () => void } {
+  if (io.signal) return { signal: io.signal, dispose: () => undefined };
+  const controller = new AbortController();
+  if (!io.trapSignals) return { signal: controller.signal, dispose: () => undefined };
+  const stop = () => controller.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    },
+  };
+}
+
+/** Writes `text`, waiting for the stream to drain when it asks to (a large export into a slow pipe). */
+export async function write(stream: OutputStream, text: string): Promise<void> {
+  if (stream.write(text) === false && stream.once) await new Promise<void>((resolve) => stream.once!('drain', resolve));
+}
+
+/** Parses a queue name: not empty, no control characters. */
+export function queueName(value: string): string {
+  if (value === '' || /[\u0000-\u001f\u007f]/.test(value)) throw new InvalidArgumentError('expected a queue name');
+  return value;
+}
+
+/** Collects a repeatable option's values. */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}

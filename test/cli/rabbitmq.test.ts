@@ -1,0 +1,127 @@
+/**
+ * The `errors` and `stats` commands against a real RabbitMQ, through an
+ * amqp:// URL as an operator would type it. These run once the RabbitMQ
+ * transport offers error-queue operations and queue inspection; until then
+ * they are skipped with a loud warning, and only the "not supported" exit
+ * code is checked.
+ */
+import { randomUUID } from 'node:crypto';
+import amqp from 'amqplib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { HEADER } from '../../src/headers/names.js';
+import type { Transport } from '../../src/transport/types.js';
+import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
+import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { cli, drain, fillErrorQueue, waitFor, wrap, type Filled } from './support.js';
+
+const probe: Transport = new RabbitMqTransport({ url: RABBITMQ_URL });
+const hasErrorQueue = probe.errorQueue !== undefined;
+const hasInspection = probe.inspection !== undefined;
+await probe.close();
+
+if (!hasErrorQueue) {
+  console.warn('\n!!! SKIPPING the RabbitMQ CLI tests: RabbitMqTransport has no errorQueue operations yet. !!!\n');
+}
+const skip = hasErrorQueue ? await rabbitSkipReason() : 'RabbitMqTransport has no errorQueue operations';
+
+const run = randomUUID().slice(0, 8);
+const queue = `cli-orders-${run}`;
+const errorQueue = `cli-error-${run}`;
+const replayQueue = `cli-replay-${run}`;
+
+afterAll(async () => {
+  if (skip) return;
+  const connection = await amqp.connect(RABBITMQ_URL);
+  for (const name of [queue, errorQueue, replayQueue]) {
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    await channel.deleteQueue(name).catch(() => undefined);
+    await channel.close().catch(() => undefined);
+  }
+  await connection.close();
+});
+
+describe.runIf(!hasErrorQueue)('redeliver errors on RabbitMQ, before the transport reads error queues', () => {
+  it('says the transport cannot read error queues, with exit code 2, and exits', async () => {
+    const result = await cli(['errors', 'list', RABBITMQ_URL]);
+    expect(result).toEqual({ code: 2, stdout: '', stderr: 'redeliver: the rabbitmq transport cannot read error queues yet (no error-queue operations)\n' });
+  });
+});
+
+describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
+  const errorArgs = ['--error-queue', errorQueue];
+
+  it('lists, shows, exports, retries a group once (also after an interruption), and deletes the rest', { timeout: 60_000 }, async () => {
+    const transport: Transport = new RabbitMqTransport({ url: RABBITMQ_URL });
+    let filled: Filled;
+    try {
+      filled = await fillErrorQueue(transport, { timeout: 4, invalid: 2, binary: 1 }, queue, errorQueue);
+      await waitFor(async () => (await transport.errorQueue!.count(errorQueue)) === 7, 10_000, 'the error queue to hold 7');
+    } finally {
+      await transport.close();
+    }
+
+    const list = JSON.parse((await cli(['errors', 'list', RABBITMQ_URL, ...errorArgs, '--json'])).stdout);
+    expect(list.total).toBe(7);
+    expect(list.groups.map((g: { errorName: string; count: number }) => [g.errorName, g.count])).toEqual([
+      ['TimeoutError', 4],
+      ['ValidationError', 2],
+      ['DeserializationError', 1],
+    ]);
+    const timeouts = list.groups[0];
+
+    const show = await cli(['errors', 'show', RABBITMQ_URL, timeouts.keys[0], ...errorArgs, '--json']);
+    expect(show.code).toBe(0);
+    expect(JSON.parse(show.stdout)).toMatchObject({ originalQueue: queue, signature: { id: timeouts.signature } });
+
+    const exported = await cli(['errors', 'export', RABBITMQ_URL, ...errorArgs]);
+    expect(exported.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).messageId).sort()).toEqual(
+      [...filled.ids.timeout, ...filled.ids.invalid, ...filled.ids.binary].sort(),
+    );
+
+    if (hasInspection) {
+      const stats = JSON.parse((await cli(['stats', RABBITMQ_URL, '--queue', queue, errorQueue, '--json'])).stdout);
+      expect(stats.queues).toEqual([
+        expect.objectContaining({ queue, ready: 0 }),
+        expect.objectContaining({ queue: errorQueue, kind: 'error', ready: 7 }),
+      ]);
+    }
+
+    // The first replay loses the broker after two messages; the second finishes.
+    let sent = 0;
+    const flaky = async (url: string): Promise<Transport> => {
+      const real: Transport = new RabbitMqTransport({ url, connectionName: 'redeliver-cli-test' });
+      return wrap(real, {
+        onClose: () => real.close(),
+        errorQueue: {
+          sendBack: async (q, k, o) => {
+            if (sent >= 2) throw new Error('connection lost');
+            sent++;
+            return real.errorQueue!.sendBack(q, k, o);
+          },
+        },
+      });
+    };
+    const first = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs], { openTransport: flaky });
+    expect(first.code).toBe(1);
+    expect(first.stdout).toBe(`sent back 2 (${replayQueue}: 2), already gone 0, not attempted 2\n`);
+    const second = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs]);
+    expect(second).toEqual({ code: 0, stdout: `sent back 2 (${replayQueue}: 2), already gone 0\n`, stderr: '' });
+
+    const consumer = new RabbitMqTransport({ url: RABBITMQ_URL });
+    try {
+      const got = await drain(consumer, replayQueue, 4, 1_000);
+      expect(got.map((d) => d.id).sort()).toEqual([...filled.ids.timeout].sort());
+      expect(got.every((d) => d.headers[HEADER.replayCount] === '1')).toBe(true);
+    } finally {
+      await consumer.close();
+    }
+
+    const refused = await cli(['errors', 'delete', RABBITMQ_URL, '--all', ...errorArgs]);
+    expect(refused.code).toBe(2);
+    const deleted = await cli(['errors', 'delete', RABBITMQ_URL, '--all', '--yes', ...errorArgs]);
+    expect(deleted).toEqual({ code: 0, stdout: 'deleted 3\n', stderr: '' });
+    const empty = await cli(['errors', 'list', RABBITMQ_URL, ...errorArgs]);
+    expect(empty.stdout).toBe(`error queue '${errorQueue}' is empty\n`);
+  });
+});
