@@ -1,0 +1,144 @@
+import { connectionBackoff } from '../../backoff/connection.js';
+import type { Backoff } from '../../backoff/types.js';
+import type { Logger } from '../../logger.js';
+import type { ConsumeOptions } from '../../transport/types.js';
+import { systemClock, type Clock } from '../../time/clock.js';
+import { systemRandom, type Random } from '../../time/random.js';
+import type { QueueType } from './topology.js';
+
+/** Options of a {@link RabbitMqTransport}; every field is optional. */
+export interface RabbitMqTransportOptions {
+  /** The broker's AMQP URL. Default `'amqp://guest:guest@127.0.0.1:5672'`. */
+  readonly url?: string;
+  /** Source of time for confirm timeouts, due times and reconnect waits. Default the system clock. */
+  readonly clock?: Clock;
+  /** Source of randomness for the reconnect jitter. Default `Math.random`. */
+  readonly random?: Random;
+  /**
+   * The longest a publish (send, retry copy, error-queue copy) waits for the
+   * broker's confirm, counting any wait for a reconnection or for a
+   * `connection.blocked` to lift. On timeout the call rejects with a
+   * `ConfirmTimeoutError` and the original delivery stays unsettled. Default
+   * 10 000 ms.
+   */
+  readonly confirmTimeoutMs?: number;
+  /**
+   * The type of the work and error queues this transport declares:
+   * `'classic'` or `'quorum'` (`x-queue-type: quorum`, which also makes
+   * `Delivery.deliveryCount` the broker's own count). Every endpoint sharing
+   * a queue must use the same type. The delay levels are always classic
+   * queues. Default `'classic'`.
+   */
+  readonly queueType?: QueueType;
+  /**
+   * For quorum queues: the `x-delivery-limit` declared on work and error
+   * queues. The broker drops (or dead-letters) a message returned more than
+   * this many times; see `deliveryLimitWarning`. Ignored for classic queues.
+   * Default none: no limit is declared.
+   */
+  readonly deliveryLimit?: number;
+  /**
+   * The wait before each reconnection attempt after the connection or a
+   * channel drops; a backoff returning `undefined` gives up, and the
+   * transport then fails every operation. Default
+   * `connectionBackoff()`: 1 s, then × 1.6 per attempt with ± 20 % jitter,
+   * the base capped at 120 s.
+   */
+  readonly reconnect?: Backoff;
+  /** A pino-compatible logger for connection events and warnings. Default none: silent. */
+  readonly logger?: Logger;
+  /**
+   * Prefix of the shared delay topology: exchanges and queues
+   * `<prefix>.delay.00` to `<prefix>.delay.27` and the exchange
+   * `<prefix>.delay.deliver`. Endpoints that share work queues must share
+   * the prefix. Default `'redeliver'`.
+   */
+  readonly topologyPrefix?: string;
+  /** The connection name shown by the management UI and `rabbitmqctl list_connections`. Default `'redeliver'`. */
+  readonly connectionName?: string;
+  /**
+   * Fault injection for tests of the failure windows; not for production.
+   * @internal
+   */
+  readonly faults?: RabbitMqFaults;
+}
+
+/**
+ * Points where a test can stop the transport to widen a failure window.
+ * @internal
+ */
+export interface RabbitMqFaults {
+  /** Awaited after a retry or error-queue copy is confirmed and before the original is acked. */
+  readonly afterCopyConfirmed?: (info: { id: string; queue: string; kind: 'retry' | 'deadLetter' }) => Promise<void> | void;
+}
+
+/** Options of {@link RabbitMqTransport.consume}: the transport contract's, and more. */
+export interface RabbitMqConsumeOptions extends ConsumeOptions {
+  /**
+   * The broker deliveries one copy of a message may need before it is
+   * settled (see `expectedBrokerDeliveries`). When set, the transport
+   * compares it with the queue's `x-delivery-limit` at start-up and logs a
+   * warning (and emits `warning`) if the broker could drop messages first.
+   * Default none: no check.
+   */
+  readonly expectedDeliveries?: number;
+}
+
+/** Options with defaults applied and values checked. */
+export interface ResolvedOptions {
+  readonly url: string;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly confirmTimeoutMs: number;
+  readonly queueType: QueueType;
+  readonly deliveryLimit: number | undefined;
+  readonly reconnect: Backoff;
+  readonly logger: Logger | undefined;
+  readonly topologyPrefix: string;
+  readonly connectionName: string;
+  readonly faults: RabbitMqFaults;
+}
+
+/** The defaults of {@link RabbitMqTransportOptions}. */
+export const RABBITMQ_DEFAULTS = {
+  url: 'amqp://guest:guest@127.0.0.1:5672',
+  confirmTimeoutMs: 10_000,
+  queueType: 'classic',
+  topologyPrefix: 'redeliver',
+  connectionName: 'redeliver',
+} as const;
+
+/** Applies the defaults and checks every value, throwing a RangeError or TypeError naming the option. */
+export function resolveOptions(options: RabbitMqTransportOptions = {}): ResolvedOptions {
+  const confirmTimeoutMs = options.confirmTimeoutMs ?? RABBITMQ_DEFAULTS.confirmTimeoutMs;
+  if (!Number.isFinite(confirmTimeoutMs) || confirmTimeoutMs <= 0 || confirmTimeoutMs > 2 ** 31 - 1) {
+    throw new RangeError(`RabbitMqTransport: confirmTimeoutMs must be a finite number of milliseconds above 0, got ${confirmTimeoutMs}`);
+  }
+  const queueType = options.queueType ?? RABBITMQ_DEFAULTS.queueType;
+  if (queueType !== 'classic' && queueType !== 'quorum') {
+    throw new RangeError(`RabbitMqTransport: queueType must be 'classic' or 'quorum', got ${String(queueType)}`);
+  }
+  const deliveryLimit = options.deliveryLimit;
+  if (deliveryLimit !== undefined && !(Number.isInteger(deliveryLimit) && deliveryLimit >= 0)) {
+    throw new RangeError(`RabbitMqTransport: deliveryLimit must be a whole number >= 0, got ${deliveryLimit}`);
+  }
+  const topologyPrefix = options.topologyPrefix ?? RABBITMQ_DEFAULTS.topologyPrefix;
+  if (typeof topologyPrefix !== 'string' || topologyPrefix.length === 0 || Buffer.byteLength(topologyPrefix) > 200) {
+    throw new RangeError('RabbitMqTransport: topologyPrefix must be a non-empty string of at most 200 bytes');
+  }
+  const reconnect = options.reconnect ?? connectionBackoff();
+  if (typeof reconnect !== 'function') throw new TypeError('RabbitMqTransport: reconnect must be a Backoff function');
+  return {
+    url: options.url ?? RABBITMQ_DEFAULTS.url,
+    clock: options.clock ?? systemClock,
+    random: options.random ?? systemRandom,
+    confirmTimeoutMs,
+    queueType,
+    deliveryLimit: queueType === 'quorum' ? deliveryLimit : undefined,
+    reconnect,
+    logger: options.logger,
+    topologyPrefix,
+    connectionName: options.connectionName ?? RABBITMQ_DEFAULTS.connectionName,
+    faults: options.faults ?? {},
+  };
+}

@@ -1,0 +1,113 @@
+/**
+ * Every publish the transport makes: sends, delayed copies through the delay
+ * levels, and error-queue copies. All go through the confirm channel and
+ * resolve only once the broker has confirmed them.
+ */
+import type { MessageProperties, Options } from 'amqplib';
+import type { Logger } from '../../logger.js';
+import type { Headers, OutgoingMessage } from '../../transport/types.js';
+import type { ConnectionManager } from './connection.js';
+import type { ResolvedOptions } from './options.js';
+import { delayEntryExchange, delayRoutingKey, delayToLevelsMs } from './topology.js';
+import { encodeHeaders, INTERNAL_HEADERS, type OutgoingMode } from './wire-headers.js';
+
+/** Message properties carried over from the original to its retry and error-queue copies. */
+const KEPT_STRING_PROPERTIES = ['contentType', 'contentEncoding', 'correlationId', 'type', 'appId'] as const;
+
+/** The properties of an original worth keeping on its copies, checked for type. */
+export function keptProperties(properties: MessageProperties | undefined): Options.Publish {
+  const kept: Options.Publish = {};
+  if (!properties) return kept;
+  for (const name of KEPT_STRING_PROPERTIES) {
+    const value: unknown = properties[name];
+    if (typeof value === 'string' && value.length > 0) kept[name] = value;
+  }
+  const priority: unknown = properties.priority;
+  if (typeof priority === 'number' && Number.isInteger(priority) && priority >= 0 && priority <= 255) kept.priority = priority;
+  return kept;
+}
+
+function toBuffer(body: Uint8Array): Buffer {
+  if (Buffer.isBuffer(body)) return body;
+  if (!(body instanceof Uint8Array)) throw new TypeError('rabbitmq: message body must be a Uint8Array');
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
+
+function checkId(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || Buffer.byteLength(id) > 255) {
+    throw new RangeError(`rabbitmq: message id must be a string of 1 to 255 bytes, got ${JSON.stringify(id)}`);
+  }
+  return id;
+}
+
+/** A copy to publish: the original's id, body and kept properties, with new headers. */
+export interface CopyRequest {
+  readonly id: string;
+  readonly body: Uint8Array;
+  readonly headers: Readonly<Headers>;
+  readonly properties?: Options.Publish;
+}
+
+export class Publisher {
+  constructor(
+    private readonly connection: ConnectionManager,
+    private readonly options: ResolvedOptions,
+  ) {}
+
+  #headers(headers: Readonly<Headers>, mode: OutgoingMode, id: string, logger: Logger | undefined): Record<string, string> {
+    const { table, dropped, truncated } = encodeHeaders(headers, mode);
+    if (dropped > 0 || truncated > 0) {
+      logger?.warn({ messageId: id, dropped, truncated }, 'rabbitmq: headers of a copy were trimmed to the header bounds');
+    }
+    return table;
+  }
+
+  /** Puts a message on `queue` (declared on first use); resolves once confirmed. */
+  async send(queue: string, message: OutgoingMessage): Promise<void> {
+    const id = checkId(message?.id);
+    const content = toBuffer(message.body);
+    const headers = this.#headers(message.headers ?? {}, 'strict', id, undefined);
+    await this.connection.publish(
+      { exchange: '', routingKey: queue, content, properties: { persistent: true, messageId: id, headers }, operation: `send of ${id} to ${queue}` },
+      (session) => this.connection.declareQueue(session, queue),
+    );
+  }
+
+  /**
+   * Publishes a copy that returns to `queue` after `delayMs` through the delay
+   * levels, with its due time in a header; resolves once confirmed.
+   */
+  async publishDelayed(queue: string, copy: CopyRequest, delayMs: number): Promise<void> {
+    const ms = delayToLevelsMs(delayMs);
+    const headers = this.#headers(copy.headers, 'lenient', copy.id, this.options.logger);
+    const dueAt = this.options.clock.now() + ms;
+    headers[INTERNAL_HEADERS.destination] = queue;
+    headers[INTERNAL_HEADERS.dueAt] = String(dueAt);
+    headers[INTERNAL_HEADERS.delay] = String(ms);
+    await this.connection.publish(
+      {
+        exchange: delayEntryExchange(this.connection.names, ms),
+        routingKey: delayRoutingKey(ms),
+        content: toBuffer(copy.body),
+        properties: { ...copy.properties, persistent: true, messageId: copy.id, headers },
+        operation: `retry copy of ${copy.id} to ${queue} after ${ms} ms`,
+      },
+      (session) => this.connection.declareQueue(session, queue),
+    );
+  }
+
+  /** Publishes a copy straight to `queue` (declared on first use); resolves once confirmed. */
+  async publishCopy(queue: string, copy: CopyRequest, operation: string): Promise<void> {
+    const headers = this.#headers(copy.headers, 'lenient', copy.id, this.options.logger);
+    await this.connection.publish(
+      {
+        exchange: '',
+        routingKey: queue,
+        content: toBuffer(copy.body),
+        properties: { ...copy.properties, persistent: true, messageId: copy.id, headers },
+        operation: `${operation} of ${copy.id} to ${queue}`,
+      },
+      (session) => this.connection.declareQueue(session, queue),
+    );
+  }
+}

@@ -1,0 +1,448 @@
+/**
+ * A consumer on one queue, on its own channel with a per-consumer prefetch.
+ * Pause and resume are `basic.cancel` and `basic.consume`; after a channel or
+ * connection loss the consumer is opened again on the next channel, and the
+ * broker redelivers what was in flight.
+ */
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { DeliveryListener, Headers, Subscription } from '../../transport/types.js';
+import { AckBatcher } from './ack-batcher.js';
+import type { ConnectionManager, Session } from './connection.js';
+import { expectedDeliveriesWarning } from './delivery-limit.js';
+import { RabbitMqDelivery, type DeliveryOwner } from './delivery.js';
+import { StaleDeliveryError } from './errors.js';
+import type { EmitEvent, RabbitMqStats } from './events.js';
+import type { RabbitMqConsumeOptions, ResolvedOptions } from './options.js';
+import { keptProperties, type Publisher } from './publisher.js';
+import { MAX_DELAY_MS } from './topology.js';
+import { decodeHeaders, deriveMessageId, type DecodedHeaders } from './wire-headers.js';
+
+/** A delayed copy this early (ms) or more is scheduled again for the remainder instead of handed out. */
+export const EARLY_TOLERANCE_MS = 1;
+
+type SubState = 'active' | 'paused' | 'closed';
+
+/** How a message is settled on its channel: coalesced ack, immediate ack, or requeue. */
+export type SettleAction = 'ack' | 'ackNow' | 'requeue';
+
+/** What a subscription needs from its transport. */
+export interface SubscriptionContext {
+  readonly connection: ConnectionManager;
+  readonly publisher: Publisher;
+  readonly options: ResolvedOptions;
+  readonly stats: RabbitMqStats;
+  readonly emit: EmitEvent;
+  /** Called once the subscription is closed for good. */
+  readonly onClosed: (subscription: RabbitMqSubscription) => void;
+}
+
+export class RabbitMqSubscription implements Subscription, DeliveryOwner {
+  #state: SubState = 'active';
+  #channel: Channel | undefined;
+  /** Settles messages on `#channel`; replaced with it. */
+  #acks: AckBatcher | undefined;
+  #consumerTag: string | undefined;
+  /** Deliveries handed out and not yet settled, on the current channel. */
+  #inFlight = 0;
+  /** Messages that arrived while pausing; handed out on resume, requeued on close. */
+  #held: ConsumeMessage[] = [];
+  #draining = false;
+  #ops: Promise<unknown> = Promise.resolve();
+  #reopenAttempt = 0;
+  #reopenTimer: AbortController | undefined;
+  #unsubscribeReconnect: () => void;
+  #warnedDeliveryLimit = false;
+  /** The most deliveries handed out and unsettled at once; `setPrefetch` changes it. */
+  #prefetch: number;
+  /** Whether the queue is a quorum queue, whose `x-delivery-count` the broker maintains. */
+  #quorum = false;
+
+  constructor(
+    private readonly context: SubscriptionContext,
+    readonly queue: string,
+    private readonly listener: DeliveryListener,
+    private readonly consumeOptions: RabbitMqConsumeOptions,
+  ) {
+    this.#prefetch = consumeOptions.prefetch;
+    this.#unsubscribeReconnect = context.connection.onReconnect((session) => void this.#reopen(session));
+  }
+
+  /** Deliveries handed out and not yet settled. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Opens the consumer on the current connection. */
+  async start(): Promise<void> {
+    const session = await this.context.connection.connect();
+    await this.#serial(() => this.#openOn(session));
+  }
+
+  #serial<T>(op: () => Promise<T>): Promise<T> {
+    const result = this.#ops.then(op, op);
+    this.#ops = result.catch(() => undefined);
+    return result;
+  }
+
+  async #openOn(session: Session): Promise<void> {
+    if (this.#state === 'closed' || !session.alive || this.#channel) return;
+    const { connection } = this.context;
+    const info = await connection.declareQueue(session, this.queue);
+    this.#quorum = info.queueType === 'quorum';
+    this.#checkDeliveryLimit(info.deliveryLimit);
+    const channel = await connection.openChannel(session, 'consumer');
+    this.#channel = channel;
+    this.#acks = new AckBatcher(channel);
+    this.#inFlight = 0;
+    this.#held = [];
+    channel.on('close', () => this.#channelClosed(channel, session));
+    await channel.prefetch(this.#prefetch, false);
+    if (this.#state === 'active' && this.#channel === channel) await this.#consume(channel);
+  }
+
+  #checkDeliveryLimit(limit: number | undefined | 'unknown'): void {
+    const expected = this.consumeOptions.expectedDeliveries;
+    if (expected === undefined || this.#warnedDeliveryLimit) return;
+    const message = expectedDeliveriesWarning({ queue: this.queue, expectedDeliveries: expected, deliveryLimit: limit });
+    if (message) {
+      this.#warnedDeliveryLimit = true;
+      this.context.options.logger?.warn({ queue: this.queue, expectedDeliveries: expected, deliveryLimit: limit }, message);
+      this.context.emit('warning', { message, queue: this.queue });
+    }
+  }
+
+  async #consume(channel: Channel): Promise<void> {
+    const { consumerTag } = await channel.consume(this.queue, (message) => this.#onMessage(channel, message), { noAck: false });
+    this.#consumerTag = consumerTag;
+  }
+
+  #channelClosed(channel: Channel, session: Session): void {
+    if (this.#channel !== channel) return;
+    this.#acks?.close();
+    this.#channel = undefined;
+    this.#acks = undefined;
+    this.#consumerTag = undefined;
+    this.#inFlight = 0;
+    this.#held = [];
+    if (this.#state === 'closed') return;
+    // amqplib closes the channels of a dying connection before it reports the
+    // connection closed, in the same turn: look again once that turn is over.
+    queueMicrotask(() => {
+      if (!session.alive || this.#state === 'closed' || this.#channel) return; // the reconnect listener reopens it
+      // The channel failed on a live connection (a broker-side error): open a new one after a pause.
+      this.context.options.logger?.warn({ queue: this.queue }, 'rabbitmq: consumer channel closed; opening it again');
+      this.#reopenLater(session);
+    });
+  }
+
+  #reopenLater(session: Session): void {
+    const { options } = this.context;
+    this.#reopenAttempt++;
+    const delay = options.reconnect({ attempt: this.#reopenAttempt, previousDelayMs: undefined, elapsedMs: 0, random: options.random }) ?? 1000;
+    const timer = new AbortController();
+    this.#reopenTimer = timer;
+    options.clock.sleep(Math.min(Math.max(0, delay), 2 ** 31 - 1), timer.signal).then(
+      () => {
+        if (session.alive) void this.#reopen(session);
+      },
+      () => undefined,
+    );
+  }
+
+  async #reopen(session: Session): Promise<void> {
+    try {
+      await this.#serial(() => this.#openOn(session));
+      this.#reopenAttempt = 0;
+    } catch (error) {
+      if (this.#state === 'closed') return;
+      this.context.options.logger?.warn({ err: error, queue: this.queue }, 'rabbitmq: could not reopen the consumer; trying again');
+      if (session.alive) this.#reopenLater(session);
+    }
+  }
+
+  #onMessage(channel: Channel, message: ConsumeMessage | null): void {
+    if (message === null) {
+      // The broker cancelled the consumer (the queue was deleted): start over on a fresh channel.
+      if (this.#channel === channel && this.#state !== 'closed') {
+        this.context.options.logger?.warn({ queue: this.queue }, 'rabbitmq: the broker cancelled the consumer; opening it again');
+        this.context.emit('warning', { message: `the broker cancelled the consumer of '${this.queue}'`, queue: this.queue });
+        this.#consumerTag = undefined;
+        void channel.close().catch(() => undefined);
+      }
+      return;
+    }
+    if (this.#channel !== channel) return; // from a channel being replaced; the broker requeues it
+    this.#acks!.track(message);
+    this.#held.push(message);
+    if (this.#state === 'closed') this.#requeueHeld();
+    else this.#drainHeld();
+  }
+
+  /**
+   * Hands out held messages while the subscription is active and fewer than
+   * `prefetch` deliveries are unsettled. The broker's per-consumer prefetch
+   * does not count deliveries of an earlier (cancelled) consumer on the same
+   * channel, so after a resume this gate is what keeps the limit exact.
+   */
+  #drainHeld(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    try {
+      const channel = this.#channel;
+      while (channel && this.#state === 'active' && this.#channel === channel && this.#inFlight < this.#prefetch) {
+        const message = this.#held.shift();
+        if (!message) break;
+        this.#dispatch(channel, message);
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+
+  #dispatch(channel: Channel, message: ConsumeMessage): void {
+    let decoded: DecodedHeaders;
+    let id: string;
+    try {
+      decoded = decodeHeaders(message.properties.headers);
+      if (decoded.dropped > 0 || decoded.truncated > 0) this.context.stats.sanitizedHeaders++;
+      const messageId: unknown = message.properties.messageId;
+      id = typeof messageId === 'string' && messageId.length > 0 ? messageId : deriveMessageId(message.content, decoded.headers);
+    } catch (error) {
+      // Unreachable by design (decoding never throws); keep the consumer alive regardless.
+      this.context.options.logger?.error({ err: error, queue: this.queue }, 'rabbitmq: could not decode a delivery; requeueing it');
+      this.#inFlight++;
+      this.#settleRaw(channel, message, 'requeue');
+      return;
+    }
+    this.#inFlight++;
+    if (decoded.dueAt !== undefined) {
+      const early = decoded.dueAt - this.context.options.clock.now();
+      if (early > EARLY_TOLERANCE_MS) {
+        void this.#reschedule(channel, message, decoded, id, early);
+        return;
+      }
+    }
+    const delivery = new RabbitMqDelivery(this, message, channel, id, decoded.headers, this.#deliveryCount(message, decoded));
+    try {
+      this.listener(delivery);
+    } catch (error) {
+      this.context.options.logger?.error({ err: error, queue: this.queue, messageId: id }, 'rabbitmq: the delivery listener threw');
+    }
+  }
+
+  /**
+   * Quorum queues: the broker's `x-delivery-count` (returns so far) plus
+   * this delivery, trusted only on a redelivery, where the broker sets it.
+   * Classic queues count nothing: 1, or 2 when the broker flags a
+   * redelivery (a lower bound).
+   */
+  #deliveryCount(message: ConsumeMessage, decoded: DecodedHeaders): number {
+    if (!message.fields.redelivered) return 1;
+    if (this.#quorum && decoded.brokerDeliveryCount !== undefined) return Math.max(2, decoded.brokerDeliveryCount + 1);
+    return 2;
+  }
+
+  /** A delayed copy came back early (a clock step, a skewed host): send it round again for the remainder. */
+  async #reschedule(channel: Channel, message: ConsumeMessage, decoded: DecodedHeaders, id: string, earlyMs: number): Promise<void> {
+    const remaining = Math.min(Math.ceil(earlyMs), decoded.delayMs ?? Math.ceil(earlyMs), MAX_DELAY_MS);
+    const { stats, options, publisher } = this.context;
+    try {
+      await publisher.publishDelayed(this.queue, { id, body: message.content, headers: decoded.headers, properties: keptProperties(message.properties) }, remaining);
+    } catch (error) {
+      options.logger?.warn({ err: error, queue: this.queue, messageId: id }, 'rabbitmq: could not reschedule an early delayed copy; requeueing it');
+      this.#settleRaw(channel, message, 'requeue');
+      return;
+    }
+    stats.rescheduledEarly++;
+    if (!this.#settleRaw(channel, message, 'ackNow')) {
+      stats.duplicateWindow++;
+      this.context.emit('duplicateWindow', { id, queue: this.queue, kind: 'reschedule' });
+    }
+  }
+
+  /** Settles a message on its channel; false if that channel has closed. */
+  #settleRaw(channel: Channel, message: ConsumeMessage, action: SettleAction): boolean {
+    const acks = this.#acks;
+    if (this.#channel !== channel || !acks) return false;
+    try {
+      if (action === 'ack') acks.ack(message);
+      else if (action === 'ackNow') acks.ackNow(message);
+      else acks.requeue(message);
+    } catch {
+      return false;
+    }
+    this.#settled();
+    return true;
+  }
+
+  #settled(): void {
+    this.#inFlight--;
+    if (this.#state === 'closed') {
+      if (this.#inFlight <= 0) void this.#closeChannel();
+    } else if (this.#held.length > 0) {
+      this.#drainHeld();
+    }
+  }
+
+  // DeliveryOwner
+
+  settleOnChannel(delivery: RabbitMqDelivery, action: SettleAction): void {
+    if (this.#channel !== delivery.channel) {
+      this.context.stats.staleSettlements++;
+      throw new StaleDeliveryError(
+        `rabbitmq: cannot ${action === 'requeue' ? 'release' : 'ack'} message ${JSON.stringify(delivery.id)}: ` +
+          `the channel it arrived on from '${this.queue}' has closed; the broker will deliver it again`,
+      );
+    }
+    if (!this.#settleRaw(delivery.channel, delivery.message, action)) {
+      this.context.stats.staleSettlements++;
+      throw new StaleDeliveryError(
+        `rabbitmq: cannot settle message ${JSON.stringify(delivery.id)}: its channel is closing; the broker will deliver it again`,
+      );
+    }
+  }
+
+  isStale(delivery: RabbitMqDelivery): boolean {
+    return this.#channel !== delivery.channel;
+  }
+
+  #assertLive(delivery: RabbitMqDelivery): void {
+    if (this.#channel !== delivery.channel) {
+      this.context.stats.staleSettlements++;
+      throw new StaleDeliveryError(
+        `rabbitmq: message ${JSON.stringify(delivery.id)} arrived on a channel that has closed; no copy was published, ` +
+          'and the broker will deliver the original again',
+      );
+    }
+  }
+
+  async publishRetry(delivery: RabbitMqDelivery, delayMs: number, headers: Headers): Promise<void> {
+    this.#assertLive(delivery);
+    await this.context.publisher.publishDelayed(
+      this.queue,
+      { id: delivery.id, body: delivery.body, headers, properties: keptProperties(delivery.message.properties) },
+      delayMs,
+    );
+  }
+
+  async publishDeadLetter(delivery: RabbitMqDelivery, errorQueue: string, headers: Headers): Promise<void> {
+    this.#assertLive(delivery);
+    await this.context.publisher.publishCopy(
+      errorQueue,
+      { id: delivery.id, body: delivery.body, headers, properties: keptProperties(delivery.message.properties) },
+      'error-queue copy',
+    );
+  }
+
+  async afterCopyConfirmed(delivery: RabbitMqDelivery, kind: 'retry' | 'deadLetter'): Promise<void> {
+    const hook = this.context.options.faults.afterCopyConfirmed;
+    if (hook) await hook({ id: delivery.id, queue: this.queue, kind });
+  }
+
+  recordDuplicate(delivery: RabbitMqDelivery, kind: 'retry' | 'deadLetter'): void {
+    this.context.stats.duplicateWindow++;
+    this.context.options.logger?.warn(
+      { messageId: delivery.id, queue: this.queue, kind },
+      'rabbitmq: a copy was confirmed but the original could not be acked; the message will be delivered twice',
+    );
+    this.context.emit('duplicateWindow', { id: delivery.id, queue: this.queue, kind });
+  }
+
+  // Subscription
+
+  pause(): Promise<void> {
+    return this.#serial(async () => {
+      if (this.#state !== 'active') return;
+      this.#state = 'paused';
+      await this.#cancelConsumer();
+    });
+  }
+
+  resume(): Promise<void> {
+    return this.#serial(async () => {
+      if (this.#state !== 'paused') return;
+      this.#state = 'active';
+      const channel = this.#channel;
+      if (!channel) return; // reopened with a consumer after the reconnection
+      this.#drainHeld();
+      if (!this.#consumerTag && this.#state === 'active' && this.#channel === channel) await this.#consume(channel);
+    });
+  }
+
+  /**
+   * Changes the prefetch. RabbitMQ applies `basic.qos` only to consumers
+   * started after it, so an active consumer is cancelled and started again;
+   * messages in transit meanwhile are held and handed out within the new
+   * limit.
+   */
+  setPrefetch(prefetch: number): Promise<void> {
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
+      return Promise.reject(new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`));
+    }
+    return this.#serial(async () => {
+      if (this.#state === 'closed' || prefetch === this.#prefetch) return;
+      this.#prefetch = prefetch;
+      const channel = this.#channel;
+      if (!channel) return; // applied when the consumer is opened again
+      try {
+        await channel.prefetch(prefetch, false);
+        if (this.#consumerTag) {
+          await this.#cancelConsumer();
+          if (this.#state === 'active' && this.#channel === channel) await this.#consume(channel);
+        }
+      } catch (error) {
+        // The channel closed meanwhile: the consumer is opened again with the new prefetch.
+        if (this.#channel === channel) throw error;
+      }
+      this.#drainHeld();
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#serial(async () => {
+      if (this.#state === 'closed') return;
+      this.#state = 'closed';
+      this.#unsubscribeReconnect();
+      this.#reopenTimer?.abort();
+      await this.#cancelConsumer();
+      this.#requeueHeld();
+      if (this.#inFlight <= 0) await this.#closeChannel();
+      this.context.onClosed(this);
+    });
+  }
+
+  async #cancelConsumer(): Promise<void> {
+    const channel = this.#channel;
+    const tag = this.#consumerTag;
+    if (!channel || !tag) return;
+    this.#consumerTag = undefined;
+    try {
+      await channel.cancel(tag);
+    } catch {
+      // The channel closed meanwhile: there is no consumer left to cancel.
+    }
+  }
+
+  #requeueHeld(): void {
+    const acks = this.#acks;
+    const held = this.#held.splice(0);
+    if (!acks) return;
+    for (const message of held) {
+      try {
+        acks.requeue(message);
+      } catch {
+        return; // channel closed: the broker requeues them itself
+      }
+    }
+  }
+
+  async #closeChannel(): Promise<void> {
+    const channel = this.#channel;
+    if (!channel) return;
+    this.#acks?.flush();
+    this.#acks?.close();
+    this.#channel = undefined;
+    this.#acks = undefined;
+    await channel.close().catch(() => undefined);
+  }
+}

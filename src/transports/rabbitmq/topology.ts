@@ -1,0 +1,130 @@
+/**
+ * The broker topology: work queues, and the delay levels that hold delayed
+ * retries.
+ *
+ * A delay of `d` milliseconds is written in binary with {@link DELAY_LEVELS}
+ * bits. Level `n` is a queue whose every message waits exactly `2^n` ms
+ * (`x-message-ttl`), so within one level the oldest message always expires
+ * first and a short delay is never stuck behind a long one. The routing key
+ * carries the bits, most significant first; each level's exchange sends the
+ * message into its queue when its bit is 1 and straight on to the next lower
+ * exchange when it is 0. An expiring message is dead-lettered to the next
+ * lower exchange with its routing key unchanged, and after level 0 it reaches
+ * a headers exchange that routes it back to its work queue by the
+ * destination header. The level queues are shared by every endpoint with the
+ * same prefix: there are at most {@link DELAY_LEVELS} of them, whatever the
+ * mix of delays. See docs/rabbitmq.md for the diagram.
+ */
+import type { Channel } from 'amqplib';
+import { INTERNAL_HEADERS } from './wire-headers.js';
+
+/** Number of delay levels: level `n` holds a message for `2^n` ms, levels 0 to 27. */
+export const DELAY_LEVELS = 28;
+
+/** The longest delay the levels can hold: `2^28 - 1` ms, about 74.6 hours. */
+export const MAX_DELAY_MS = 2 ** DELAY_LEVELS - 1;
+
+/** The names of the shared delay topology for one prefix. */
+export interface DelayTopologyNames {
+  /** Exchange and queue of level `n` (they share the name). */
+  level(n: number): string;
+  /** The headers exchange that returns a message to its work queue. */
+  readonly deliver: string;
+}
+
+/** Names for `prefix`: `<prefix>.delay.00` to `<prefix>.delay.27`, and `<prefix>.delay.deliver`. */
+export function delayTopologyNames(prefix: string): DelayTopologyNames {
+  return {
+    level: (n) => `${prefix}.delay.${String(n).padStart(2, '0')}`,
+    deliver: `${prefix}.delay.deliver`,
+  };
+}
+
+/**
+ * Whole milliseconds the levels will hold for a requested delay: rounded up,
+ * so a message is never early. Throws a RangeError for a delay the levels
+ * cannot hold.
+ */
+export function delayToLevelsMs(delayMs: number): number {
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || Math.ceil(delayMs) > MAX_DELAY_MS) {
+    throw new RangeError(`rabbitmq: delay must be a finite number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${delayMs}`);
+  }
+  return Math.ceil(delayMs);
+}
+
+/** The routing key for a delay: its 28 bits as dot-separated words, most significant first. */
+export function delayRoutingKey(delayMs: number): string {
+  const bits = delayToLevelsMs(delayMs).toString(2).padStart(DELAY_LEVELS, '0');
+  return bits.split('').join('.');
+}
+
+/** The levels a message with this delay waits in, highest first. */
+export function delayLevels(delayMs: number): number[] {
+  const ms = delayToLevelsMs(delayMs);
+  const levels: number[] = [];
+  for (let n = DELAY_LEVELS - 1; n >= 0; n--) if (Math.floor(ms / 2 ** n) % 2 === 1) levels.push(n);
+  return levels;
+}
+
+/**
+ * Where to publish a delayed message: the exchange of its highest level (the
+ * levels above would only pass it on), or the deliver exchange for no delay.
+ */
+export function delayEntryExchange(names: DelayTopologyNames, delayMs: number): string {
+  const top = delayLevels(delayMs)[0];
+  return top === undefined ? names.deliver : names.level(top);
+}
+
+/** The arguments of level `n`'s queue. Every endpoint declares the same, so they agree. */
+export function levelQueueArguments(names: DelayTopologyNames, n: number): Record<string, unknown> {
+  return {
+    'x-message-ttl': 2 ** n,
+    'x-dead-letter-exchange': n === 0 ? names.deliver : names.level(n - 1),
+  };
+}
+
+/** The topic pattern that matches routing keys whose level-`n` bit is `bit`. */
+export function levelBindingPattern(n: number, bit: 0 | 1): string {
+  return `${'*.'.repeat(DELAY_LEVELS - 1 - n)}${bit}.#`;
+}
+
+/**
+ * Declares the delay levels and the deliver exchange. Every declaration is
+ * idempotent: declaring again with the same prefix changes nothing.
+ */
+export async function declareDelayTopology(channel: Channel, names: DelayTopologyNames): Promise<void> {
+  await channel.assertExchange(names.deliver, 'headers', { durable: true });
+  for (let n = 0; n < DELAY_LEVELS; n++) {
+    const name = names.level(n);
+    await channel.assertExchange(name, 'topic', { durable: true });
+    await channel.assertQueue(name, { durable: true, arguments: levelQueueArguments(names, n) });
+    await channel.bindQueue(name, name, levelBindingPattern(n, 1));
+    await channel.bindExchange(n === 0 ? names.deliver : names.level(n - 1), name, levelBindingPattern(n, 0));
+  }
+}
+
+/** The queue types a work queue can have. */
+export type QueueType = 'classic' | 'quorum';
+
+/** The arguments of a work or error queue. Endpoints sharing a queue must pass the same options. */
+export function workQueueArguments(queueType: QueueType, deliveryLimit: number | undefined): Record<string, unknown> {
+  if (queueType === 'classic') return {};
+  return deliveryLimit === undefined ? { 'x-queue-type': 'quorum' } : { 'x-queue-type': 'quorum', 'x-delivery-limit': deliveryLimit };
+}
+
+/** The binding that routes a message leaving the delay levels back to `queue`. */
+export function deliverBindingArguments(queue: string): Record<string, string> {
+  return { 'x-match': 'all', [INTERNAL_HEADERS.destination]: queue };
+}
+
+/**
+ * Reads the broker's reply to an inequivalent queue declaration, such as
+ * `inequivalent arg 'x-delivery-limit' for queue 'q' in vhost '/': received
+ * none but current is the value '3' of type 'byte'`: the argument, and its
+ * current value (undefined when the queue has none).
+ */
+export function parseInequivalentArgument(message: string): { argument: string; current: string | undefined } | undefined {
+  const match = /inequivalent arg '([^']+)'.*?but current is (none|the value '([^']*)'|'([^']*)')/.exec(message);
+  if (!match) return undefined;
+  return { argument: match[1]!, current: match[3] ?? match[4] };
+}

@@ -1,0 +1,35 @@
+/**
+ * Broker availability for tests that need a real broker. On a laptop without
+ * the broker those tests are skipped with a loud warning; under CI=true a
+ * missing broker fails the run instead of silently skipping.
+ */
+import amqp from 'amqplib';
+
+/** The RabbitMQ URL the tests use: `RABBITMQ_URL`, or the local default. */
+export const RABBITMQ_URL = process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+let rabbit: Promise<boolean> | undefined;
+
+/** Whether RabbitMQ answers at {@link RABBITMQ_URL} (checked once per test file). */
+export function rabbitAvailable(): Promise<boolean> {
+  rabbit ??= amqp
+    .connect(RABBITMQ_URL, { timeout: 2_000 })
+    .then(async (connection) => {
+      await connection.close();
+      return true;
+    })
+    .catch(() => false);
+  return rabbit;
+}
+
+/**
+ * The skip reason for a RabbitMQ suite: undefined when the broker is up.
+ * Throws under CI=true when it is not, and warns loudly otherwise.
+ */
+export async function rabbitSkipReason(): Promise<string | undefined> {
+  if (await rabbitAvailable()) return undefined;
+  const reason = `RabbitMQ is not reachable at ${RABBITMQ_URL.replace(/\/\/[^@]*@/, '//')}`;
+  if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
+  console.warn(`\n!!! SKIPPING RabbitMQ tests: ${reason}. Start RabbitMQ or set RABBITMQ_URL to run them. !!!\n`);
+  return reason;
+}
