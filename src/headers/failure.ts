@@ -59,3 +59,40 @@ function safeString(value: unknown): string {
     return '[unprintable]';
   }
 }
+
+/** The failure facts of an error-queue copy, each '' when its header is missing. */
+export interface FailureFacts {
+  readonly reason: string;
+  readonly errorName: string;
+  readonly message: string;
+  readonly stack: string;
+  /** When it moved to the error queue, ISO 8601. */
+  readonly at: string;
+  /** The queue it failed on. */
+  readonly queue: string;
+  readonly endpoint: string;
+  readonly host: string;
+  readonly attempts: string;
+  readonly immediateAttempts: string;
+  readonly delayedAttempts: string;
+  readonly replayCount: string;
+}
+
+/** Reads the failure facts from untrusted headers: only own string values count. */
+export function readFailureFacts(headers: Readonly<Headers>): FailureFacts {
+  const get = (name: string) => (Object.prototype.hasOwnProperty.call(headers, name) && typeof headers[name] === 'string' ? headers[name]! : '');
+  return {
+    reason: get(HEADER.failureReason),
+    errorName: get(HEADER.failureErrorName),
+    message: get(HEADER.failureMessage),
+    stack: get(HEADER.failureStack),
+    at: get(HEADER.failureTime),
+    queue: get(HEADER.failureQueue),
+    endpoint: get(HEADER.failureEndpoint),
+    host: get(HEADER.failureHost),
+    attempts: get(HEADER.failureAttempts),
+    immediateAttempts: get(HEADER.failureImmediateAttempts),
+    delayedAttempts: get(HEADER.failureDelayedAttempts),
+    replayCount: get(HEADER.replayCount),
+  };
+}

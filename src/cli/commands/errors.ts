@@ -2,6 +2,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { HEADER } from '../../headers/names.js';
 import { readRetryState } from '../../headers/retry-state.js';
+import { readFailureFacts } from '../../headers/failure.js';
 import { signatureOf, type FailureGroup } from '../../operations/signature.js';
 import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
 import type { Transport } from '../../transport/types.js';
@@ -226,19 +227,8 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
       errorQueue: entry.errorQueue,
       originalQueue: get(HEADER.failureQueue),
       signature,
-      failure: {
-        reason: get(HEADER.failureReason),
-        errorName: get(HEADER.failureErrorName),
-        message: get(HEADER.failureMessage),
-        stack: get(HEADER.failureStack),
-        at: get(HEADER.failureTime),
-        endpoint: get(HEADER.failureEndpoint),
-        host: get(HEADER.failureHost),
-        attempts: get(HEADER.failureAttempts),
-        immediateAttempts: get(HEADER.failureImmediateAttempts),
-        delayedAttempts: get(HEADER.failureDelayedAttempts),
-      },
-      replayCount: get(HEADER.replayCount),
+      failure: readFailureFacts(h),
+
       history,
       headers: Object.fromEntries(headerNames.map((name) => [name, h[name]!])),
       body,
