@@ -97,15 +97,17 @@ export class GroupIndex {
     // Counting first saves a last, empty page: skipping rows by offset is what costs most on a large queue.
     const total = await this.ops.count(errorQueue);
     const target = Math.min(total, this.maxScan);
-    for (let offset = 0; offset < target; offset += CHUNK) {
+    for (let offset = 0; offset < target; ) {
       const limit = Math.min(CHUNK, target - offset);
       const chunk = await this.ops.browse(errorQueue, { offset, limit });
+      // A transport may return fewer than asked (RabbitMQ caps a page at 1,000): only an empty chunk ends the queue.
+      if (chunk.length === 0) break;
+      offset += chunk.length;
       for (const entry of chunk) {
         if (summaries.has(entry.key)) continue; // the queue shifted under the paging: count each entry once
         compact.push(compactEntry(entry));
         summaries.set(entry.key, summarize(entry));
       }
-      if (chunk.length < limit) break;
     }
     const truncated = total > this.maxScan;
     const groups = groupBySignature(compact);

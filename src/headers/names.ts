@@ -42,6 +42,12 @@ export const HEADER = {
   failureDelayedAttempts: 'redeliver-failure-delayed-attempts',
   /** Handler attempts in all. */
   failureAttempts: 'redeliver-failure-attempts',
+  /**
+   * A unique id (a UUID) of one error-queue copy, written by transports whose
+   * broker gives entries no key of their own (RabbitMQ): the entry's key for
+   * `errors show`, `retry` and `delete`. A new copy gets a new id.
+   */
+  entryId: 'redeliver-entry-id',
 } as const;
 
 /** Every header name redeliver writes starts with this. */

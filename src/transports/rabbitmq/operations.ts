@@ -1,0 +1,389 @@
+/**
+ * The operator's side of RabbitMQ: browse, replay and delete error-queue
+ * entries, and read queue depths (`transport.errorQueue` and
+ * `transport.inspection`).
+ *
+ * AMQP 0-9-1 has no browse and no way to address a message in the middle of
+ * a queue. Every operation that reads messages takes them off the head of
+ * the queue with `basic.get` on a channel of its own, holds them
+ * unacknowledged, and gives back (`basic.nack` with requeue) everything it
+ * does not remove. What that means for an operator:
+ *
+ * - Reading entry `n` costs `n` round trips: a page at offset `o` of `l`
+ *   entries reads `o + l` messages, and every operation on a key reads the
+ *   queue from the head up to that entry. One operation reads at most
+ *   `errorQueueMaxScan` messages (default 100,000) and otherwise fails with a
+ *   {@link ScanLimitError}, changing nothing.
+ * - The messages read are given back in place on a classic queue, but the
+ *   broker sets their `redelivered` flag. On a quorum queue they go to the
+ *   back of the queue instead, and each read counts as a delivery against the
+ *   queue's `x-delivery-limit`.
+ * - While an operation holds messages, nobody else sees them: a consumer of
+ *   the error queue, or an operation of another process, sees a shorter
+ *   queue for that moment. Operations of one transport on one error queue
+ *   run one at a time, so they never hide entries from each other.
+ *
+ * See docs/rabbitmq.md, "Error queues".
+ */
+import type { GetMessage } from 'amqplib';
+import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
+import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import type { ConnectionManager, Session } from './connection.js';
+import type { ErrorQueueMarkers } from './error-queue-marker.js';
+import { derivedEntryKey, entryIdOf, hasEntryKey, messageIdOf } from './entry-key.js';
+import { TransportClosedError } from './errors.js';
+import type { ResolvedOptions } from './options.js';
+import { keptProperties, type Publisher } from './publisher.js';
+import { BrokerStallError, checkQueueName, PassiveChannel, QueueReader } from './queue-access.js';
+import { DELAY_LEVELS } from './topology.js';
+import { decodeHeaders } from './wire-headers.js';
+
+/** The most entries one `browse` call returns on RabbitMQ; a larger `limit` returns this many. */
+export const MAX_BROWSE_LIMIT = 1_000;
+
+/** The default of {@link RabbitMqOperationsOptions.errorQueueMaxScan}. */
+export const DEFAULT_ERROR_QUEUE_MAX_SCAN = 100_000;
+
+/** Options of the error-queue operations, given with the transport's options. */
+export interface RabbitMqOperationsOptions {
+  /**
+   * The most messages one error-queue operation (`browse`, `get`,
+   * `sendBack`, `delete`) takes off the head of a queue while looking for
+   * what it was asked for. Past it the operation gives every message back
+   * and fails with a `ScanLimitError`: reading entry `n` costs `n` round
+   * trips and holds `n` messages unacknowledged. Default 100 000.
+   */
+  readonly errorQueueMaxScan?: number;
+}
+
+/** What the operations need from their transport. */
+export interface OperationsContext {
+  readonly connection: ConnectionManager;
+  readonly publisher: Publisher;
+  readonly options: ResolvedOptions;
+  readonly markers: ErrorQueueMarkers;
+}
+
+/**
+ * `sendBack` published a confirmed copy but could not confirm that the entry
+ * was removed from the error queue (the connection dropped between the two).
+ * The entry may still be there: sending it back again would send the
+ * message twice. The message id is the same on both copies.
+ */
+export class SendBackIncompleteError extends Error {
+  override readonly name: string = 'SendBackIncompleteError';
+  constructor(
+    readonly errorQueue: string,
+    readonly key: string,
+    /** Where the confirmed copy went. */
+    readonly queue: string,
+    cause: unknown,
+  ) {
+    super(
+      `rabbitmq: entry ${key} was sent back to '${queue}' (the broker confirmed the copy), but its removal from '${errorQueue}' ` +
+        `could not be confirmed (${(cause as Error)?.message ?? String(cause)}): it may still be in the error queue, and sending it ` +
+        'back again would send the message twice; look it up and delete it instead',
+      { cause },
+    );
+  }
+}
+
+/**
+ * Error-queue operations and queue inspection on RabbitMQ. Reached through
+ * `transport.errorQueue` and `transport.inspection`; shares the transport's
+ * connection and confirm channel.
+ */
+export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection {
+  /** The most messages one operation reads (`errorQueueMaxScan`). */
+  readonly maxScan: number;
+  readonly #context: OperationsContext;
+  /** The tail of the operations running on each error queue: they run one at a time. */
+  readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #warnedQuorum = new Set<string>();
+
+  constructor(context: OperationsContext, options: RabbitMqOperationsOptions = {}) {
+    const maxScan = options.errorQueueMaxScan ?? DEFAULT_ERROR_QUEUE_MAX_SCAN;
+    if (!(Number.isSafeInteger(maxScan) && maxScan >= 1)) {
+      throw new RangeError(`RabbitMqTransport: errorQueueMaxScan must be a whole number >= 1, got ${maxScan}`);
+    }
+    this.maxScan = maxScan;
+    this.#context = context;
+  }
+
+  /** Ready messages in the error queue (0 when it does not exist). Messages someone holds unacknowledged are not counted. */
+  async count(errorQueue: string): Promise<number> {
+    checkQueueName(errorQueue);
+    return this.#exclusive(errorQueue, () =>
+      this.#passive('count an error queue', async (passive) => (await passive.queue(errorQueue))?.messageCount ?? 0),
+    );
+  }
+
+  /**
+   * Entries, oldest first: `offset` (default 0) entries skipped, then at
+   * most `limit` (default 100, at most {@link MAX_BROWSE_LIMIT}) returned.
+   * Reads `offset + limit` messages and gives them all back: the queue keeps
+   * its messages and (on a classic queue) their order, with the
+   * `redelivered` flag set.
+   */
+  async browse(errorQueue: string, options: BrowseOptions = {}): Promise<ErrorEntry[]> {
+    checkQueueName(errorQueue);
+    const offset = wholeNumber(options.offset, 0);
+    const limit = Math.min(MAX_BROWSE_LIMIT, wholeNumber(options.limit, 100));
+    if (limit === 0) return [];
+    return this.#exclusive(errorQueue, () =>
+      this.#read(errorQueue, `browse '${errorQueue}'`, async (reader) => {
+        const entries: ErrorEntry[] = [];
+        for (let index = 0; index < offset + limit; index++) {
+          const message = await reader.next();
+          if (!message) break;
+          // Skipped messages are not kept: only their delivery tags matter, and one nack gives them all back.
+          if (index >= offset) entries.push(this.#entry(errorQueue, message));
+        }
+        return entries;
+      }),
+    );
+  }
+
+  /** One entry, or undefined when no entry has that key. Reads the queue up to the entry and gives everything back. */
+  async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
+    checkQueueName(errorQueue);
+    return this.#exclusive(errorQueue, () =>
+      this.#read(errorQueue, `find entry ${key} in '${errorQueue}'`, async (reader) => {
+        const message = await this.#find(reader, key);
+        return message && this.#entry(errorQueue, message);
+      }),
+    );
+  }
+
+  /**
+   * Sends the entry back with a fresh retry state (`replayHeaders`), to
+   * `options.queue` or the queue it failed on, then removes it:
+   *
+   * 1. the queue is read up to the entry; the messages before it are given
+   *    back at once, the entry is held;
+   * 2. the copy (same message id, body and properties) is published on the
+   *    transport's confirm channel and confirmed by the broker, within
+   *    `confirmTimeoutMs`;
+   * 3. only then is the entry acknowledged, and the channel closed, which
+   *    the broker answers once the ack is done.
+   *
+   * A failure before 3 gives the entry back: nothing was sent, or (a
+   * confirm timeout) a copy may have been stored and a second call sends
+   * another. A connection lost between 2 and 3 rejects with a
+   * {@link SendBackIncompleteError}: the copy is out, the entry may still be
+   * there. Either way a duplicate, never a loss; the message id is kept, so a
+   * consumer with a deduplication store handles it once.
+   *
+   * Resolves the queue the copy went to, or undefined when no entry has the
+   * key (sent back or deleted already, or held at that moment by a consumer
+   * or another process's operation). Throws when the entry names no queue
+   * and `options.queue` is not given, or when the destination is an error
+   * queue.
+   */
+  async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
+    checkQueueName(errorQueue);
+    if (options.queue !== undefined) checkQueueName(options.queue);
+    return this.#exclusive(errorQueue, () =>
+      this.#read(errorQueue, `send back entry ${key} from '${errorQueue}'`, async (reader, session) => {
+        const message = await this.#find(reader, key);
+        if (!message) return undefined;
+        reader.requeueBefore(message);
+        const { headers } = decodeHeaders(message.properties.headers);
+        const id = messageIdOf(message, headers);
+        const destination = options.queue ?? failureQueueOf(headers);
+        if (destination === undefined) throw new Error(`message ${id} does not say which queue it failed on; name the queue to send it to`);
+        checkQueueName(destination);
+        if (destination === errorQueue || (await this.#onPassive(session, (p) => this.#context.markers.isErrorQueue(p, destination)))) {
+          throw new Error(`${destination} is an error queue; send the message to a work queue`);
+        }
+        const { publisher, options: transportOptions } = this.#context;
+        await publisher.publishCopy(
+          destination,
+          {
+            id,
+            body: message.content,
+            headers: replayHeaders(headers, new Date(transportOptions.clock.now())),
+            properties: keptProperties(message.properties),
+          },
+          'send-back',
+        );
+        // The copy is confirmed. From here a failure leaves the message twice, never zero times.
+        try {
+          await reader.ackAndClose(message);
+        } catch (error) {
+          transportOptions.logger?.warn({ err: error, errorQueue, key, queue: destination, messageId: id }, 'rabbitmq: a sent-back entry may still be in the error queue');
+          throw new SendBackIncompleteError(errorQueue, key, destination, error);
+        }
+        return destination;
+      }),
+    );
+  }
+
+  /**
+   * Removes one entry; resolves whether it was there. Reads the queue up to
+   * the entry, gives the others back and acknowledges the entry; resolves
+   * once the broker has done it.
+   */
+  async delete(errorQueue: string, key: string): Promise<boolean> {
+    checkQueueName(errorQueue);
+    return this.#exclusive(errorQueue, () =>
+      this.#read(errorQueue, `delete entry ${key} from '${errorQueue}'`, async (reader) => {
+        const message = await this.#find(reader, key);
+        if (!message) return false;
+        reader.requeueBefore(message);
+        await reader.ackAndClose(message);
+        return true;
+      }),
+    );
+  }
+
+  /**
+   * Removes every ready entry (`queue.purge`); resolves how many (0 when the
+   * queue does not exist). Entries a consumer or another operation holds at
+   * that moment are not ready, so they stay.
+   */
+  async purge(errorQueue: string): Promise<number> {
+    checkQueueName(errorQueue);
+    return this.#exclusive(errorQueue, () => this.#passive('purge an error queue', async (passive) => (await passive.purge(errorQueue)) ?? 0));
+  }
+
+  /**
+   * Depths read with a passive declaration of each queue. Without `queues`:
+   * every queue this transport has declared (sent to, consumed, retried to
+   * or dead-lettered into) that still exists, then the delay-level queues of
+   * its topology prefix that exist. AMQP cannot list a broker's queues, so
+   * queues this transport never used must be named.
+   *
+   * - `kind`: `retry` for a delay-level queue; `error` for a queue this
+   *   transport dead-lettered into or that carries the error-queue marker
+   *   (see `errorQueueMarkerName`); `work` otherwise.
+   * - `ready`: the queue's ready messages (`message_count`). For a
+   *   delay-level queue it is 0 and its messages count as `delayed`.
+   * - `delayed`: on a delay-level queue, the messages waiting in it. A
+   *   delayed retry waits in the shared levels, not in its work queue, and
+   *   the level does not say which work queue it returns to without reading
+   *   it, so work queues show 0.
+   * - `inFlight`: always 0. AMQP reports how many consumers a queue has,
+   *   not how many messages they hold unacknowledged (the management API
+   *   does; this transport does not use it).
+   *
+   * A named queue that does not exist shows zeros.
+   */
+  async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
+    if (queues !== undefined) for (const queue of queues) checkQueueName(queue);
+    const { connection, markers } = this.#context;
+    const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => connection.names.level(n));
+    const levelSet = new Set(levels);
+    return this.#passive('read queue depths', async (passive) => {
+      /** The depth of `queue`; for a queue that does not exist zeros, or undefined when `existingOnly`. */
+      const depth = async (queue: string, existingOnly: boolean): Promise<QueueDepth | undefined> => {
+        const found = await passive.queue(queue);
+        if (!found && existingOnly) return undefined;
+        if (levelSet.has(queue)) return { queue, kind: 'retry', ready: 0, delayed: found?.messageCount ?? 0, inFlight: 0 };
+        if (!found) return { queue, kind: markers.known.has(queue) ? 'error' : 'work', ready: 0, delayed: 0, inFlight: 0 };
+        const kind = (await markers.isErrorQueue(passive, queue)) ? 'error' : 'work';
+        return { queue, kind, ready: found.messageCount, delayed: 0, inFlight: 0 };
+      };
+      const out: QueueDepth[] = [];
+      if (queues !== undefined) {
+        for (const queue of queues) out.push((await depth(queue, false))!);
+        return out;
+      }
+      const used = [...new Set([...connection.declaredQueues, ...markers.known])].filter((q) => !levelSet.has(q)).sort();
+      for (const queue of [...used, ...levels]) {
+        const row = await depth(queue, true);
+        if (row) out.push(row);
+      }
+      return out;
+    });
+  }
+
+  #entry(errorQueue: string, message: GetMessage): ErrorEntry {
+    this.#noteQuorum(errorQueue, message);
+    const { headers } = decodeHeaders(message.properties.headers);
+    const messageId = messageIdOf(message, headers);
+    const key = entryIdOf(message.properties.headers) ?? derivedEntryKey(messageId, headers, message.content);
+    return { key, messageId, errorQueue, body: message.content, headers };
+  }
+
+  /** Reads until the entry with `key`, which stays held; undefined once the queue ends without it. */
+  async #find(reader: QueueReader, key: string): Promise<GetMessage | undefined> {
+    for (;;) {
+      const message = await reader.next();
+      if (!message) return undefined;
+      this.#noteQuorum(reader.queue, message);
+      if (hasEntryKey(message, key)) return message;
+    }
+  }
+
+  /** A quorum queue moves what a read gives back to its end and counts it as a delivery: say so once per queue. */
+  #noteQuorum(queue: string, message: GetMessage): void {
+    if (this.#warnedQuorum.has(queue) || message.properties.headers?.['x-delivery-count'] === undefined) return;
+    this.#warnedQuorum.add(queue);
+    this.#context.options.logger?.warn(
+      { queue },
+      `rabbitmq: '${queue}' is a quorum queue: every error-queue operation moves the entries it reads past to the back of the queue ` +
+        'and counts a delivery of each against x-delivery-limit; with a delivery limit, entries read often enough are dropped by the broker',
+    );
+  }
+
+  /** Runs `fn` with a reader of `queue`; every message it still holds afterwards is given back. */
+  async #read<T>(queue: string, operation: string, fn: (reader: QueueReader, session: Session) => Promise<T>): Promise<T> {
+    const session = await this.#session(operation);
+    const { clock, confirmTimeoutMs } = this.#context.options;
+    const reader = await QueueReader.open(session, queue, { clock, timeoutMs: confirmTimeoutMs, maxScan: this.maxScan, operation });
+    try {
+      return await fn(reader, session);
+    } finally {
+      await reader.release();
+    }
+  }
+
+  async #passive<T>(operation: string, fn: (passive: PassiveChannel) => Promise<T>): Promise<T> {
+    return this.#onPassive(await this.#session(operation), fn);
+  }
+
+  /** Runs `fn` with passive checks on a channel of its own, closed afterwards. */
+  async #onPassive<T>(session: Session, fn: (passive: PassiveChannel) => Promise<T>): Promise<T> {
+    const passive = new PassiveChannel(session, this.#context.options.clock, this.#context.options.confirmTimeoutMs);
+    try {
+      return await fn(passive);
+    } finally {
+      await passive.close();
+    }
+  }
+
+  /** The open connection, waiting for a reconnection at most `confirmTimeoutMs`. */
+  async #session(operation: string): Promise<Session> {
+    const { connection, options } = this.#context;
+    if (connection.closed) throw new TransportClosedError(operation);
+    const deadline = new AbortController();
+    options.clock.sleep(options.confirmTimeoutMs, deadline.signal).then(
+      () => deadline.abort(new BrokerStallError(`${operation} (waiting for a connection)`, options.confirmTimeoutMs)),
+      () => undefined,
+    );
+    try {
+      return await connection.whenReady(deadline.signal, { ignoreBlocked: true });
+    } finally {
+      if (!deadline.signal.aborted) deadline.abort();
+    }
+  }
+
+  /** Runs `fn` after every earlier operation on `queue` of this transport has finished. */
+  #exclusive<T>(queue: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#tails.get(queue) ?? Promise.resolve();
+    const result = previous.then(fn, fn);
+    const tail = result.catch(() => undefined);
+    this.#tails.set(queue, tail);
+    void tail.then(() => {
+      if (this.#tails.get(queue) === tail) this.#tails.delete(queue);
+    });
+    return result;
+  }
+}
+
+function wholeNumber(value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  return Number.isFinite(value) ? Math.max(0, Math.floor(value)) : fallback;
+}
