@@ -107,4 +107,12 @@ export interface Transport {
    * `FatalSendError`), and anything else is transient.
    */
   classifySendError?(error: unknown): 'transient' | 'throttled' | 'fatal';
+  /**
+   * The longest any `send` of this transport takes to settle, in
+   * milliseconds, when the transport bounds every send itself (RabbitMQ: its
+   * `confirmTimeoutMs`). A producer needs no timer of its own for an attempt
+   * given at least this long. Default none: sends are not known to be
+   * bounded, and the producer bounds each attempt.
+   */
+  readonly sendTimeoutMs?: number;
 }

@@ -18,6 +18,7 @@ import {
   expectedBrokerDeliveries,
   HEADER_LIMITS,
   MAX_DELAY_MS,
+  PublishBlockedError,
   RabbitMqDelivery,
   RabbitMqTransport,
   StaleDeliveryError,
@@ -484,7 +485,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     expect(Math.max(...sizes)).toBeLessThan(1_000);
   });
 
-  it('rejects a publish with ConfirmTimeoutError while the broker blocks publishing, rather than hang', async () => {
+  it('rejects a publish with ConfirmTimeoutError, then PublishBlockedError at the gate, while the broker blocks publishing, rather than hang', async () => {
     const t = open({ confirmTimeoutMs: 1_000 });
     const queue = queueName('blocked');
     await t.send(queue, { id: 'before', body: text('x'), headers: {} });
@@ -501,9 +502,9 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
       expect(waited).toBeGreaterThanOrEqual(990);
       expect(waited).toBeLessThan(3_000);
       expect((await blocked).reason).toMatch(/memory/);
-      // Now the transport knows: the next publish waits at the gate and is never written.
+      // Now the transport knows: the next publish waits at the gate, is never written, and fails as throttled.
       started = Date.now();
-      await expect(t.send(queue, { id: 'during-2', body: text('x'), headers: {} })).rejects.toBeInstanceOf(ConfirmTimeoutError);
+      await expect(t.send(queue, { id: 'during-2', body: text('x'), headers: {} })).rejects.toBeInstanceOf(PublishBlockedError);
       waited = Date.now() - started;
       expect(waited).toBeGreaterThanOrEqual(990);
       expect(waited).toBeLessThan(3_000);

@@ -6,7 +6,17 @@
 import amqp from 'amqplib';
 import type { Channel, ChannelModel, ConfirmChannel, Options } from 'amqplib';
 import { MIN_CONNECT_TIMEOUT_MS } from '../../backoff/connection.js';
-import { ConfirmTimeoutError, TransportClosedError } from './errors.js';
+import { Deadlines, type Deadline } from '../../time/deadlines.js';
+import {
+  ConfirmTimeoutError,
+  MessageTooLargeError,
+  PublishBlockedError,
+  PublishChannelClosedError,
+  PublishNackedError,
+  QueueNotFoundError,
+  ReconnectFailedError,
+  TransportClosedError,
+} from './errors.js';
 import type { EmitEvent, RabbitMqStats } from './events.js';
 import type { ResolvedOptions } from './options.js';
 import {
@@ -16,6 +26,7 @@ import {
   parseInequivalentArgument,
   workQueueArguments,
   type DelayTopologyNames,
+  type QueueRole,
   type QueueType,
 } from './topology.js';
 
@@ -33,6 +44,8 @@ export interface QueueInfo {
 export class Session {
   alive = true;
   blocked = false;
+  /** The broker's reason for the current block, such as `low on memory`. */
+  blockReason: string | undefined;
   draining = false;
   confirm: ConfirmChannel | undefined;
   confirmOpening: Promise<ConfirmChannel> | undefined;
@@ -40,6 +53,8 @@ export class Session {
   adminTail: Promise<unknown> = Promise.resolve();
   delayTopology: Promise<void> | undefined;
   readonly declared = new Map<string, Promise<QueueInfo>>();
+  /** Queues whose declaration has completed on this connection: publishes to them need no await before going out. */
+  readonly ready = new Set<string>();
 
   constructor(
     readonly model: ChannelModel,
@@ -84,6 +99,29 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<
   });
 }
 
+/** The abort reason of a publish whose `confirmTimeoutMs` ran out; a constant, so no error is built unless it is needed. */
+const TIMED_OUT = Object.freeze({ reason: 'redeliver: confirm timeout' });
+
+/**
+ * The broker's text when a message exceeds its `max_message_size`
+ * (`PRECONDITION_FAILED - message size 2000 is larger than configured max size 1024`).
+ */
+function brokerMaxMessageSize(message: string): number | undefined {
+  const match = /message size \d+ is larger than configured max size (\d+)/.exec(message);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Whether the broker's channel close names this publish's exchange (`access
+ * to exchange 'amq.default' ... refused`, `no exchange 'x'`): one publish's
+ * fault closes the channel for every publish in flight on it, and only the
+ * one at fault should be given up.
+ */
+function concernsPublish(cause: Error | undefined, request: PublishRequest): boolean {
+  const named = cause ? /exchange '([^']*)'/.exec(cause.message)?.[1] : undefined;
+  return named !== undefined && named === (request.exchange === '' ? 'amq.default' : request.exchange);
+}
+
 function isPreconditionFailed(error: unknown): error is Error {
   return error instanceof Error && ((error as { code?: unknown }).code === 406 || /PRECONDITION[-_]FAILED/.test(error.message));
 }
@@ -91,6 +129,8 @@ function isPreconditionFailed(error: unknown): error is Error {
 /** Opens, watches and replaces the connection. */
 export class ConnectionManager {
   readonly names: DelayTopologyNames;
+  /** Every queue declared through {@link declareQueue} since the transport was created (queue inspection lists them). */
+  readonly declaredQueues = new Set<string>();
   #state: State = 'idle';
   #session: Session | undefined;
   #generation = 0;
@@ -99,6 +139,10 @@ export class ConnectionManager {
   #waiters = new Set<() => void>();
   #sessionListeners = new Set<(session: Session) => void>();
   readonly #closing = new AbortController();
+  /** The confirm timeouts of every publish, on one timer. */
+  readonly #deadlines: Deadlines;
+  /** Why the broker closed a confirm channel, kept until its unconfirmed publishes are failed. */
+  readonly #closeErrors = new WeakMap<ConfirmChannel, Error>();
 
   constructor(
     private readonly options: ResolvedOptions,
@@ -106,6 +150,7 @@ export class ConnectionManager {
     private readonly stats: RabbitMqStats,
   ) {
     this.names = delayTopologyNames(options.topologyPrefix);
+    this.#deadlines = new Deadlines(options.clock);
   }
 
   /** The open session, if any. */
@@ -157,7 +202,8 @@ export class ConnectionManager {
    * drain. Rejects with the signal's reason when it aborts first.
    */
   async whenReady(signal: AbortSignal | undefined, { ignoreBlocked = false } = {}): Promise<Session> {
-    if (this.#state === 'idle') await this.connect();
+    // The first connection is bounded by the caller's deadline too, not only by the connect timeout (20 s).
+    if (this.#state === 'idle') await (signal ? raceAbort(this.connect(), signal) : this.connect());
     for (;;) {
       if (this.#state === 'closed') throw new TransportClosedError('use the connection');
       if (this.#state === 'failed') throw this.#failure!;
@@ -200,12 +246,14 @@ export class ConnectionManager {
     model.on('close', (error?: Error) => this.#lost(session, error));
     model.on('blocked', (reason: string) => {
       session.blocked = true;
+      session.blockReason = String(reason);
       this.options.logger?.warn({ reason, generation: session.generation }, 'rabbitmq: the broker blocked publishing; publishes wait');
       this.emit('blocked', { reason: String(reason) });
       this.#notify();
     });
     model.on('unblocked', () => {
       session.blocked = false;
+      session.blockReason = undefined;
       this.options.logger?.info({ generation: session.generation }, 'rabbitmq: the broker unblocked publishing');
       this.emit('unblocked', {});
       this.#notify();
@@ -239,7 +287,7 @@ export class ConnectionManager {
     for (let attempt = 1; ; attempt++) {
       const delay = this.options.reconnect({ attempt, previousDelayMs, elapsedMs, random: this.options.random });
       if (delay === undefined || !Number.isFinite(delay) || delay < 0) {
-        this.#fail(new Error(`rabbitmq: gave up reconnecting after ${attempt - 1} attempts`, { cause: lastError }));
+        this.#fail(new ReconnectFailedError(attempt - 1, { cause: lastError }));
         return;
       }
       const delayMs = Math.min(Math.max(0, delay), 2 ** 31 - 1);
@@ -321,25 +369,42 @@ export class ConnectionManager {
    * deliver exchange. A queue that already exists with other arguments is
    * used as it is (a warning is logged) and its delivery limit is probed.
    */
-  declareQueue(session: Session, queue: string): Promise<QueueInfo> {
+  declareQueue(session: Session, queue: string, role: QueueRole = 'work'): Promise<QueueInfo> {
     let declared = session.declared.get(queue);
     if (!declared) {
-      declared = this.#declareQueue(session, queue);
+      declared = this.#declareQueue(session, queue, role);
       session.declared.set(queue, declared);
-      declared.catch(() => session.declared.delete(queue));
+      declared.then(
+        () => session.ready.add(queue),
+        () => session.declared.delete(queue),
+      );
     }
     return declared;
   }
 
-  async #declareQueue(session: Session, queue: string): Promise<QueueInfo> {
+  async #declareQueue(session: Session, queue: string, role: QueueRole): Promise<QueueInfo> {
     if (typeof queue !== 'string' || queue.length === 0 || Buffer.byteLength(queue) > 255) {
       throw new RangeError(`rabbitmq: queue name must be 1 to 255 bytes, got ${JSON.stringify(queue)}`);
     }
+    this.declaredQueues.add(queue);
     await this.ensureDelayTopology(session);
-    const { queueType, deliveryLimit } = this.options;
+    const { queueType, deliveryLimit, maxLength, declareQueues } = this.options;
     let info: QueueInfo = { queueType, deliveryLimit, passive: false };
+    if (!declareQueues) {
+      // Declaring is off: the queue must exist. A passive declaration answers 404 NOT_FOUND otherwise.
+      try {
+        await this.#admin(session, (channel) => channel.checkQueue(queue));
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code === 404) throw new QueueNotFoundError(queue, { cause: error });
+        throw error;
+      }
+      info = { queueType, deliveryLimit: queueType === 'quorum' ? 'unknown' : undefined, passive: true };
+      await this.#admin(session, (channel) => channel.bindQueue(queue, this.names.deliver, '', deliverBindingArguments(queue)));
+      return info;
+    }
+    const args = workQueueArguments(queueType, deliveryLimit, role === 'work' ? maxLength : undefined);
     try {
-      await this.#admin(session, (channel) => channel.assertQueue(queue, { durable: true, arguments: workQueueArguments(queueType, deliveryLimit) }));
+      await this.#admin(session, (channel) => channel.assertQueue(queue, { durable: true, arguments: args }));
     } catch (error) {
       if (!isPreconditionFailed(error)) throw error;
       this.options.logger?.warn(
@@ -382,7 +447,11 @@ export class ConnectionManager {
     session.confirmOpening ??= (async () => {
       try {
         const channel = await session.model.createConfirmChannel();
-        channel.on('error', (error: Error) => this.options.logger?.warn({ err: error, generation: session.generation }, 'rabbitmq: publish channel error'));
+        channel.on('error', (error: Error) => {
+          // The broker's reason, read when the channel's unconfirmed publishes fail just after this event.
+          this.#closeErrors.set(channel, error);
+          this.options.logger?.warn({ err: error, generation: session.generation }, 'rabbitmq: publish channel error');
+        });
         channel.on('close', () => {
           if (session.confirm === channel) session.confirm = undefined;
           if (session.draining) {
@@ -406,52 +475,125 @@ export class ConnectionManager {
   /**
    * Publishes on the confirm channel and resolves once the broker confirms.
    * The whole call, including any wait for a reconnection, an unblock or the
-   * socket to drain, is bounded by `confirmTimeoutMs`: it then rejects with a
-   * {@link ConfirmTimeoutError} rather than hang. A publish is never retried
-   * here; the caller decides.
+   * socket to drain, is bounded by `confirmTimeoutMs`; it never hangs. A
+   * publish is never retried here; the caller decides. Rejects with:
+   *
+   * - {@link PublishNackedError} (a `ThrottledError`): the broker nacked it,
+   *   such as a full `reject-publish` queue; not stored;
+   * - {@link PublishBlockedError} (a `ThrottledError`): the time ran out
+   *   while publishing was blocked (`connection.blocked`) or the socket was
+   *   not draining; never written, not stored;
+   * - {@link ConfirmTimeoutError}: the time ran out waiting for a connection
+   *   (`written: false`, not stored) or for the confirm (`written: true`,
+   *   outcome unknown);
+   * - {@link PublishChannelClosedError}: the channel closed before the
+   *   confirm (outcome unknown), or {@link MessageTooLargeError} when the
+   *   broker closed it because this message exceeds its `max_message_size`.
+   *
+   * `declaredQueue` names the queue `prepare` declares. When the session is
+   * open and usable, the confirm channel is open and that queue is already
+   * declared on it, the message is written at once with no await and no
+   * timer of its own (its timeout is an entry on the shared
+   * {@link Deadlines}): the path nearly every send takes.
    */
-  async publish(request: PublishRequest, prepare?: (session: Session) => Promise<unknown>): Promise<void> {
-    const { clock, confirmTimeoutMs } = this.options;
-    const deadline = new AbortController();
-    const timeout = new ConfirmTimeoutError(request.operation, confirmTimeoutMs);
-    clock.sleep(confirmTimeoutMs, deadline.signal).then(
-      () => deadline.abort(timeout),
-      () => undefined,
-    );
+  publish(request: PublishRequest, prepare?: (session: Session) => Promise<unknown>, declaredQueue?: string): Promise<void> {
+    const session = this.#session;
+    if (
+      session !== undefined &&
+      session.alive &&
+      !session.blocked &&
+      !session.draining &&
+      session.confirm !== undefined &&
+      (prepare === undefined || (declaredQueue !== undefined && session.ready.has(declaredQueue)))
+    ) {
+      const channel = session.confirm;
+      return new Promise<void>((resolve, reject) => {
+        const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => reject(this.#timedOut(request, true)));
+        this.#write(session, channel, request, deadline, resolve, reject);
+      });
+    }
+    return this.#publishWhenReady(request, prepare, declaredQueue);
+  }
+
+  /** The publish path that waits: for a connection, the gate, the queue's declaration or the confirm channel. */
+  async #publishWhenReady(request: PublishRequest, prepare: ((session: Session) => Promise<unknown>) | undefined, declaredQueue: string | undefined): Promise<void> {
+    const abort = new AbortController();
+    const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => abort.abort(TIMED_OUT));
+    let written = false;
     try {
-      const session = await this.whenReady(deadline.signal);
-      if (prepare) await raceAbort(prepare(session), deadline.signal);
-      const channel = await raceAbort(this.#confirmChannel(session), deadline.signal);
-      await raceAbort(this.#publishOn(session, channel, request), deadline.signal);
+      const session = await this.whenReady(abort.signal);
+      if (prepare && !(declaredQueue !== undefined && session.ready.has(declaredQueue))) await raceAbort(prepare(session), abort.signal);
+      const channel = await raceAbort(this.#confirmChannel(session), abort.signal);
+      written = true;
+      await raceAbort(new Promise<void>((resolve, reject) => this.#write(session, channel, request, undefined, resolve, reject)), abort.signal);
     } catch (error) {
-      if (error === timeout) {
-        this.stats.confirmTimeouts++;
-        this.options.logger?.warn({ operation: request.operation, timeoutMs: confirmTimeoutMs }, 'rabbitmq: publish confirm timed out');
-      }
+      if (error === TIMED_OUT) throw this.#timedOut(request, written);
       throw error;
     } finally {
-      if (!deadline.signal.aborted) deadline.abort();
+      this.#deadlines.delete(deadline);
     }
   }
 
-  #publishOn(session: Session, channel: ConfirmChannel, request: PublishRequest): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      try {
-        const accepted = channel.publish(request.exchange, request.routingKey, request.content, request.properties, (error: unknown) => {
-          if (error) reject(new Error(`rabbitmq: ${request.operation} was not confirmed: ${(error as Error).message ?? String(error)}`, { cause: error }));
-          else resolve();
-        });
-        if (!accepted) session.draining = true;
-      } catch (error) {
-        reject(error);
+  /** Writes the publish; `resolve` on the broker's ack, `reject` with a classified error otherwise. */
+  #write(
+    session: Session,
+    channel: ConfirmChannel,
+    request: PublishRequest,
+    deadline: Deadline | undefined,
+    resolve: () => void,
+    reject: (error: unknown) => void,
+  ): void {
+    try {
+      const accepted = channel.publish(request.exchange, request.routingKey, request.content, request.properties, (error: unknown) => {
+        if (deadline) this.#deadlines.delete(deadline);
+        if (error) reject(this.#notConfirmed(channel, request, error));
+        else resolve();
+      });
+      if (!accepted) session.draining = true;
+    } catch (error) {
+      if (deadline) this.#deadlines.delete(deadline);
+      reject(error);
+    }
+  }
+
+  /** The error for a publish amqplib reports as not confirmed: nacked, or its channel closed. */
+  #notConfirmed(channel: ConfirmChannel, request: PublishRequest, error: unknown): Error {
+    const message = error instanceof Error ? error.message : String(error);
+    if (message === 'message nacked') return new PublishNackedError(request.operation);
+    if (message === 'channel closed') {
+      // Set when the broker closed the channel (a channel error); undefined when the connection closed.
+      const cause = this.#closeErrors.get(channel);
+      const code = (cause as { code?: unknown } | undefined)?.code;
+      const replyCode = typeof code === 'number' ? code : undefined;
+      const maxBytes = cause ? brokerMaxMessageSize(cause.message) : undefined;
+      // The broker closes the channel for the one message over its limit; the others in flight are collateral.
+      if (maxBytes !== undefined && request.content.length > maxBytes) {
+        return new MessageTooLargeError(request.content.length, maxBytes, 'broker max_message_size', { cause });
       }
-    });
+      return new PublishChannelClosedError(request.operation, replyCode, concernsPublish(cause, request), { cause: cause ?? error });
+    }
+    return new Error(`rabbitmq: ${request.operation} was not confirmed: ${message}`, { cause: error });
+  }
+
+  /** The error for a publish whose `confirmTimeoutMs` ran out. */
+  #timedOut(request: PublishRequest, written: boolean): Error {
+    const { confirmTimeoutMs, logger } = this.options;
+    this.stats.confirmTimeouts++;
+    const session = this.#session;
+    if (!written && session?.alive && (session.blocked || session.draining)) {
+      const gate = session.blocked ? 'blocked' : 'flow';
+      logger?.warn({ operation: request.operation, timeoutMs: confirmTimeoutMs, gate }, 'rabbitmq: publish waited for the broker to accept publishes and was not sent');
+      return new PublishBlockedError(request.operation, confirmTimeoutMs, gate, session.blockReason);
+    }
+    logger?.warn({ operation: request.operation, timeoutMs: confirmTimeoutMs, written }, 'rabbitmq: publish confirm timed out');
+    return new ConfirmTimeoutError(request.operation, confirmTimeoutMs, written);
   }
 
   /** Closes the connection; later operations fail with a TransportClosedError. */
   async close(): Promise<void> {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
+    this.#deadlines.close();
     this.#closing.abort(new TransportClosedError('reconnect'));
     const pending = this.#connecting;
     const session = this.#session;

@@ -26,7 +26,7 @@ export interface RabbitMqTransportEvents {
 export interface RabbitMqStats {
   /** Copies confirmed whose original could not be acked: each is one duplicate message. */
   duplicateWindow: number;
-  /** Publishes that timed out waiting for the broker's confirm. */
+  /** Publishes that ran out of `confirmTimeoutMs`: a `ConfirmTimeoutError`, or a `PublishBlockedError` at the blocked gate. */
   confirmTimeouts: number;
   /** Connections lost after having been open. */
   connectionLosses: number;

@@ -10,7 +10,28 @@ export {
 } from './options.js';
 export type { RabbitMqTransportEvents, RabbitMqStats } from './events.js';
 export { RabbitMqDelivery } from './delivery.js';
-export { ConfirmTimeoutError, StaleDeliveryError, AlreadySettledError, TransportClosedError } from './errors.js';
+export {
+  RabbitMqOperations,
+  SendBackIncompleteError,
+  MAX_BROWSE_LIMIT,
+  DEFAULT_ERROR_QUEUE_MAX_SCAN,
+  type RabbitMqOperationsOptions,
+} from './operations.js';
+export { BrokerStallError, ScanLimitError } from './queue-access.js';
+export { errorQueueMarkerName } from './error-queue-marker.js';
+export {
+  ConfirmTimeoutError,
+  StaleDeliveryError,
+  AlreadySettledError,
+  TransportClosedError,
+  PublishNackedError,
+  PublishBlockedError,
+  PublishChannelClosedError,
+  MessageTooLargeError,
+  QueueNotFoundError,
+  ReconnectFailedError,
+} from './errors.js';
+export { classifyRabbitMqSendError, REPLY_CODE_KIND } from './send-errors.js';
 export {
   deliveryLimitWarning,
   expectedDeliveriesWarning,

@@ -18,8 +18,11 @@ export interface RabbitMqTransportOptions {
    * The longest a publish (send, retry copy, error-queue copy) waits for the
    * broker's confirm, counting any wait for a reconnection or for a
    * `connection.blocked` to lift. On timeout the call rejects with a
-   * `ConfirmTimeoutError` and the original delivery stays unsettled. Default
-   * 10 000 ms.
+   * `ConfirmTimeoutError` (or, when it was held at the blocked gate and never
+   * written, a `PublishBlockedError`) and the original delivery stays
+   * unsettled. Keep it below a `Producer`'s `minAttemptTimeoutMs` (20 s) so
+   * the transport, which knows whether the publish was written, answers
+   * first. Default 10 000 ms.
    */
   readonly confirmTimeoutMs?: number;
   /**
@@ -56,6 +59,41 @@ export interface RabbitMqTransportOptions {
   readonly topologyPrefix?: string;
   /** The connection name shown by the management UI and `rabbitmqctl list_connections`. Default `'redeliver'`. */
   readonly connectionName?: string;
+  /**
+   * Bounds the work queues this transport declares (the queues it sends to
+   * and consumes from, not error queues nor the delay levels) with
+   * `x-max-length: maxLength` and `x-overflow: reject-publish`. When a queue
+   * holds this many ready messages (deliveries being handled do not count),
+   * the broker refuses further publishes with a nack and `send` rejects with
+   * a `PublishNackedError`, a `ThrottledError`: a `Producer` backs off until
+   * consumers catch up, instead of the queue growing without bound.
+   *
+   * Caution: a delayed retry returning from the delay levels to a full queue
+   * is dropped by the broker (dead-lettering is not confirmed), so leave
+   * headroom for retries or do not combine a bound with delayed retries.
+   * Every endpoint declaring the queue must use the same value; a queue that
+   * exists without it is used as it is (a warning is logged). Default none:
+   * unbounded.
+   */
+  readonly maxLength?: number;
+  /**
+   * Whether the transport declares the work and error queues it uses. With
+   * `false` it declares none: each queue must exist already (it is checked
+   * once per connection, passively) and `send` or `consume` on a missing one
+   * rejects with a `QueueNotFoundError`, which a `Producer` does not retry.
+   * The delay levels are still declared and the queues still bound to the
+   * deliver exchange, which delayed retries need. Default `true`.
+   */
+  readonly declareQueues?: boolean;
+  /**
+   * The largest body `send` accepts, in bytes; a larger one rejects at once
+   * with a `MessageTooLargeError` (never retried) instead of reaching the
+   * broker, which would close the publishing channel and fail every other
+   * publish in flight on it. Set it to the broker's `max_message_size`.
+   * Default 134 217 728 (128 MiB, RabbitMQ 3.x's default `max_message_size`;
+   * RabbitMQ 4.0 lowered its default to 16 MiB).
+   */
+  readonly maxMessageBytes?: number;
   /**
    * Fault injection for tests of the failure windows; not for production.
    * @internal
@@ -96,6 +134,9 @@ export interface ResolvedOptions {
   readonly logger: Logger | undefined;
   readonly topologyPrefix: string;
   readonly connectionName: string;
+  readonly maxLength: number | undefined;
+  readonly declareQueues: boolean;
+  readonly maxMessageBytes: number;
   readonly faults: RabbitMqFaults;
 }
 
@@ -106,6 +147,8 @@ export const RABBITMQ_DEFAULTS = {
   queueType: 'classic',
   topologyPrefix: 'redeliver',
   connectionName: 'redeliver',
+  declareQueues: true,
+  maxMessageBytes: 134_217_728,
 } as const;
 
 /** Applies the defaults and checks every value, throwing a RangeError or TypeError naming the option. */
@@ -126,6 +169,16 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
   if (typeof topologyPrefix !== 'string' || topologyPrefix.length === 0 || Buffer.byteLength(topologyPrefix) > 200) {
     throw new RangeError('RabbitMqTransport: topologyPrefix must be a non-empty string of at most 200 bytes');
   }
+  const maxLength = options.maxLength;
+  if (maxLength !== undefined && !(Number.isInteger(maxLength) && maxLength >= 1 && maxLength <= 2 ** 31 - 1)) {
+    throw new RangeError(`RabbitMqTransport: maxLength must be a whole number from 1 to 2^31-1, got ${maxLength}`);
+  }
+  const declareQueues = options.declareQueues ?? RABBITMQ_DEFAULTS.declareQueues;
+  if (typeof declareQueues !== 'boolean') throw new TypeError('RabbitMqTransport: declareQueues must be a boolean');
+  const maxMessageBytes = options.maxMessageBytes ?? RABBITMQ_DEFAULTS.maxMessageBytes;
+  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 1)) {
+    throw new RangeError(`RabbitMqTransport: maxMessageBytes must be a whole number >= 1, got ${maxMessageBytes}`);
+  }
   const reconnect = options.reconnect ?? connectionBackoff();
   if (typeof reconnect !== 'function') throw new TypeError('RabbitMqTransport: reconnect must be a Backoff function');
   return {
@@ -139,6 +192,9 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
     logger: options.logger,
     topologyPrefix,
     connectionName: options.connectionName ?? RABBITMQ_DEFAULTS.connectionName,
+    maxLength,
+    declareQueues,
+    maxMessageBytes,
     faults: options.faults ?? {},
   };
 }

@@ -7,9 +7,19 @@ import type { MessageProperties, Options } from 'amqplib';
 import type { Logger } from '../../logger.js';
 import type { Headers, OutgoingMessage } from '../../transport/types.js';
 import type { ConnectionManager } from './connection.js';
+import { MessageTooLargeError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
-import { delayEntryExchange, delayRoutingKey, delayToLevelsMs } from './topology.js';
+import { delayEntryExchange, delayRoutingKey, delayToLevelsMs, type QueueRole } from './topology.js';
 import { encodeHeaders, INTERNAL_HEADERS, type OutgoingMode } from './wire-headers.js';
+
+/** The header table of a send without headers, shared: amqplib only reads it. */
+const NO_HEADERS: Record<string, string> = Object.freeze(Object.create(null) as Record<string, string>);
+
+/** Whether `headers` has no own enumerable key, without building the list of keys. */
+function isEmpty(headers: object): boolean {
+  for (const key in headers) if (Object.hasOwn(headers, key)) return false;
+  return true;
+}
 
 /** Message properties carried over from the original to its retry and error-queue copies. */
 const KEPT_STRING_PROPERTIES = ['contentType', 'contentEncoding', 'correlationId', 'type', 'appId'] as const;
@@ -62,14 +72,22 @@ export class Publisher {
     return table;
   }
 
-  /** Puts a message on `queue` (declared on first use); resolves once confirmed. */
-  async send(queue: string, message: OutgoingMessage): Promise<void> {
+  /**
+   * Puts a message on `queue` (declared on first use); resolves once
+   * confirmed. Bad input (an id, body or header the transport cannot carry)
+   * throws a TypeError or RangeError, and a body over `maxMessageBytes` a
+   * {@link MessageTooLargeError}, before anything is published.
+   */
+  send(queue: string, message: OutgoingMessage): Promise<void> {
     const id = checkId(message?.id);
     const content = toBuffer(message.body);
-    const headers = this.#headers(message.headers ?? {}, 'strict', id, undefined);
-    await this.connection.publish(
+    if (content.length > this.options.maxMessageBytes) throw new MessageTooLargeError(content.length, this.options.maxMessageBytes, 'maxMessageBytes');
+    const given = message.headers ?? NO_HEADERS;
+    const headers = typeof given === 'object' && given !== null && isEmpty(given) ? NO_HEADERS : this.#headers(given, 'strict', id, undefined);
+    return this.connection.publish(
       { exchange: '', routingKey: queue, content, properties: { persistent: true, messageId: id, headers }, operation: `send of ${id} to ${queue}` },
       (session) => this.connection.declareQueue(session, queue),
+      queue,
     );
   }
 
@@ -93,11 +111,16 @@ export class Publisher {
         operation: `retry copy of ${copy.id} to ${queue} after ${ms} ms`,
       },
       (session) => this.connection.declareQueue(session, queue),
+      queue,
     );
   }
 
-  /** Publishes a copy straight to `queue` (declared on first use); resolves once confirmed. */
-  async publishCopy(queue: string, copy: CopyRequest, operation: string): Promise<void> {
+  /**
+   * Publishes a copy straight to `queue` (declared on first use, as a work
+   * queue unless `role` is `'error'`: error queues are never bounded by
+   * `maxLength`); resolves once confirmed.
+   */
+  async publishCopy(queue: string, copy: CopyRequest, operation: string, role: QueueRole = 'work'): Promise<void> {
     const headers = this.#headers(copy.headers, 'lenient', copy.id, this.options.logger);
     await this.connection.publish(
       {
@@ -107,7 +130,8 @@ export class Publisher {
         properties: { ...copy.properties, persistent: true, messageId: copy.id, headers },
         operation: `${operation} of ${copy.id} to ${queue}`,
       },
-      (session) => this.connection.declareQueue(session, queue),
+      (session) => this.connection.declareQueue(session, queue, role),
+      queue,
     );
   }
 }

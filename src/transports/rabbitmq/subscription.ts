@@ -10,6 +10,8 @@ import { AckBatcher } from './ack-batcher.js';
 import type { ConnectionManager, Session } from './connection.js';
 import { expectedDeliveriesWarning } from './delivery-limit.js';
 import { RabbitMqDelivery, type DeliveryOwner } from './delivery.js';
+import { withEntryId } from './entry-key.js';
+import type { ErrorQueueMarkers } from './error-queue-marker.js';
 import { StaleDeliveryError } from './errors.js';
 import type { EmitEvent, RabbitMqStats } from './events.js';
 import type { RabbitMqConsumeOptions, ResolvedOptions } from './options.js';
@@ -32,6 +34,8 @@ export interface SubscriptionContext {
   readonly options: ResolvedOptions;
   readonly stats: RabbitMqStats;
   readonly emit: EmitEvent;
+  /** Marks the queues dead-lettered into as error queues, for other processes' queue inspection. */
+  readonly markers: ErrorQueueMarkers;
   /** Called once the subscription is closed for good. */
   readonly onClosed: (subscription: RabbitMqSubscription) => void;
 }
@@ -327,11 +331,15 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
 
   async publishDeadLetter(delivery: RabbitMqDelivery, errorQueue: string, headers: Headers): Promise<void> {
     this.#assertLive(delivery);
+    // Each error-queue copy gets its own entry id: its key for the error-queue operations.
     await this.context.publisher.publishCopy(
       errorQueue,
-      { id: delivery.id, body: delivery.body, headers, properties: keptProperties(delivery.message.properties) },
+      { id: delivery.id, body: delivery.body, headers: withEntryId(headers), properties: keptProperties(delivery.message.properties) },
       'error-queue copy',
+      'error',
     );
+    // Marks the error queue for other processes, in the background: the ack of the original is not delayed.
+    this.context.markers.confirmedCopyTo(errorQueue);
   }
 
   async afterCopyConfirmed(delivery: RabbitMqDelivery, kind: 'retry' | 'deadLetter'): Promise<void> {

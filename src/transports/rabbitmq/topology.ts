@@ -106,10 +106,26 @@ export async function declareDelayTopology(channel: Channel, names: DelayTopolog
 /** The queue types a work queue can have. */
 export type QueueType = 'classic' | 'quorum';
 
-/** The arguments of a work or error queue. Endpoints sharing a queue must pass the same options. */
-export function workQueueArguments(queueType: QueueType, deliveryLimit: number | undefined): Record<string, unknown> {
-  if (queueType === 'classic') return {};
-  return deliveryLimit === undefined ? { 'x-queue-type': 'quorum' } : { 'x-queue-type': 'quorum', 'x-delivery-limit': deliveryLimit };
+/** What a declared queue is for: work queues may be bounded (`maxLength`), error queues never are. */
+export type QueueRole = 'work' | 'error';
+
+/**
+ * The arguments of a work or error queue. Endpoints sharing a queue must pass
+ * the same options. `maxLength` (work queues only) adds `x-max-length` with
+ * `x-overflow: reject-publish`, so a full queue refuses publishes with a nack
+ * rather than dropping its oldest messages.
+ */
+export function workQueueArguments(queueType: QueueType, deliveryLimit: number | undefined, maxLength?: number): Record<string, unknown> {
+  const args: Record<string, unknown> = {};
+  if (queueType === 'quorum') {
+    args['x-queue-type'] = 'quorum';
+    if (deliveryLimit !== undefined) args['x-delivery-limit'] = deliveryLimit;
+  }
+  if (maxLength !== undefined) {
+    args['x-max-length'] = maxLength;
+    args['x-overflow'] = 'reject-publish';
+  }
+  return args;
 }
 
 /** The binding that routes a message leaving the delay levels back to `queue`. */

@@ -1,10 +1,13 @@
 import { EventEmitter } from 'node:events';
 import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { ConnectionManager } from './connection.js';
+import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
 import { resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
+import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations.js';
 import { Publisher } from './publisher.js';
+import { classifyRabbitMqSendError } from './send-errors.js';
 import { RabbitMqSubscription } from './subscription.js';
 import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './topology.js';
 
@@ -33,9 +36,11 @@ export class RabbitMqTransport implements Transport {
   readonly #publisher: Publisher;
   readonly #subscriptions = new Set<RabbitMqSubscription>();
   readonly #emit: EmitEvent;
+  readonly #markers: ErrorQueueMarkers;
+  readonly #operations: RabbitMqOperations;
   #closed = false;
 
-  constructor(options: RabbitMqTransportOptions = {}) {
+  constructor(options: RabbitMqTransportOptions & RabbitMqOperationsOptions = {}) {
     this.#options = resolveOptions(options);
     this.capabilities = Object.freeze({
       nativeDelay: true,
@@ -51,6 +56,11 @@ export class RabbitMqTransport implements Transport {
     };
     this.#connection = new ConnectionManager(this.#options, this.#emit, this.#stats);
     this.#publisher = new Publisher(this.#connection, this.#options);
+    this.#markers = new ErrorQueueMarkers(this.#connection, this.#options);
+    this.#operations = new RabbitMqOperations(
+      { connection: this.#connection, publisher: this.#publisher, options: this.#options, markers: this.#markers },
+      options,
+    );
     this.#events.on('error', () => undefined);
   }
 
@@ -62,6 +72,20 @@ export class RabbitMqTransport implements Transport {
   /** The names of the shared delay topology (exchanges and queues `<prefix>.delay.NN`, exchange `<prefix>.delay.deliver`). */
   get topology(): DelayTopologyNames & { readonly levels: number } {
     return { ...delayTopologyNames(this.#options.topologyPrefix), levels: DELAY_LEVELS };
+  }
+
+  /**
+   * Browse, replay and delete error-queue entries. AMQP has no browse: each
+   * operation reads the queue from its head with `basic.get` and gives back
+   * what it does not remove. See docs/rabbitmq.md, "Error queues".
+   */
+  get errorQueue(): RabbitMqOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths from passive declarations; `inFlight` is always 0. See {@link RabbitMqOperations.queueDepths}. */
+  get inspection(): RabbitMqOperations {
+    return this.#operations;
   }
 
   /** Whether a connection is open now. */
@@ -97,9 +121,22 @@ export class RabbitMqTransport implements Transport {
     await this.#connection.connect();
   }
 
-  async send(queue: string, message: OutgoingMessage): Promise<void> {
-    this.#assertOpen('send');
-    await this.#publisher.send(queue, message);
+  /**
+   * Not an async function, to spare the hot path a promise: bad input and a
+   * closed transport still reject rather than throw.
+   */
+  send(queue: string, message: OutgoingMessage): Promise<void> {
+    try {
+      this.#assertOpen('send');
+      return this.#publisher.send(queue, message);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Every `send` settles within `confirmTimeoutMs`: a `Producer` adds no timer of its own. */
+  get sendTimeoutMs(): number {
+    return this.#options.confirmTimeoutMs;
   }
 
   async consume(queue: string, listener: DeliveryListener, options: RabbitMqConsumeOptions): Promise<Subscription> {
@@ -116,6 +153,7 @@ export class RabbitMqTransport implements Transport {
         options: this.#options,
         stats: this.#stats,
         emit: this.#emit,
+        markers: this.#markers,
         onClosed: (s) => this.#subscriptions.delete(s),
       },
       queue,
@@ -132,10 +170,24 @@ export class RabbitMqTransport implements Transport {
     return subscription;
   }
 
+  /**
+   * How a `Producer` treats an error of {@link send}: `throttled` (a nack
+   * from a full `reject-publish` queue, a publish held at the
+   * `connection.blocked` gate) backs off; `fatal` (bad input, a message over
+   * the size limit, a missing queue with `declareQueues: false`, access
+   * refused, a closed transport) fails at once; anything else, chiefly a
+   * lost connection or a confirm timeout, is `transient` and retried at
+   * once. See docs/producer.md, "Errors by transport".
+   */
+  classifySendError(error: unknown): 'transient' | 'throttled' | 'fatal' {
+    return classifyRabbitMqSendError(error);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     for (const subscription of [...this.#subscriptions]) await subscription.close().catch(() => undefined);
+    await this.#markers.idle();
     await this.#connection.close();
   }
 
