@@ -1,9 +1,6 @@
 /**
  * The `errors` and `stats` commands against a real RabbitMQ, through an
- * amqp:// URL as an operator would type it. These run once the RabbitMQ
- * transport offers error-queue operations and queue inspection; until then
- * they are skipped with a loud warning, and only the "not supported" exit
- * code is checked.
+ * amqp:// URL as an operator would type it.
  */
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
@@ -14,15 +11,7 @@ import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
 import { cli, drain, fillErrorQueue, waitFor, wrap, type Filled } from './support.js';
 
-const probe: Transport = new RabbitMqTransport({ url: RABBITMQ_URL });
-const hasErrorQueue = probe.errorQueue !== undefined;
-const hasInspection = probe.inspection !== undefined;
-await probe.close();
-
-if (!hasErrorQueue) {
-  console.warn('\n!!! SKIPPING the RabbitMQ CLI tests: RabbitMqTransport has no errorQueue operations yet. !!!\n');
-}
-const skip = hasErrorQueue ? await rabbitSkipReason() : 'RabbitMqTransport has no errorQueue operations';
+const skip = await rabbitSkipReason();
 
 const run = randomUUID().slice(0, 8);
 const queue = `cli-orders-${run}`;
@@ -39,13 +28,6 @@ afterAll(async () => {
     await channel.close().catch(() => undefined);
   }
   await connection.close();
-});
-
-describe.runIf(!hasErrorQueue)('redeliver errors on RabbitMQ, before the transport reads error queues', () => {
-  it('says the transport cannot read error queues, with exit code 2, and exits', async () => {
-    const result = await cli(['errors', 'list', RABBITMQ_URL]);
-    expect(result).toEqual({ code: 2, stdout: '', stderr: 'redeliver: the rabbitmq transport cannot read error queues yet (no error-queue operations)\n' });
-  });
 });
 
 describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
@@ -79,13 +61,11 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
       [...filled.ids.timeout, ...filled.ids.invalid, ...filled.ids.binary].sort(),
     );
 
-    if (hasInspection) {
-      const stats = JSON.parse((await cli(['stats', RABBITMQ_URL, '--queue', queue, errorQueue, '--json'])).stdout);
-      expect(stats.queues).toEqual([
-        expect.objectContaining({ queue, ready: 0 }),
-        expect.objectContaining({ queue: errorQueue, kind: 'error', ready: 7 }),
-      ]);
-    }
+    const stats = JSON.parse((await cli(['stats', RABBITMQ_URL, '--queue', queue, errorQueue, '--json'])).stdout);
+    expect(stats.queues).toEqual([
+      expect.objectContaining({ queue, ready: 0 }),
+      expect.objectContaining({ queue: errorQueue, kind: 'error', ready: 7 }),
+    ]);
 
     // The first replay loses the broker after two messages; the second finishes.
     let sent = 0;
