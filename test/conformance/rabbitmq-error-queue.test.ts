@@ -1,84 +1,14 @@
-/**
- * The error-queue conformance suite against a real RabbitMQ. The suite
- * itself leaves its queues; every queue a test touched is recorded and
- * deleted after the run (which also removes the error-queue marker
- * exchanges, which are auto-delete).
- */
-import amqp from 'amqplib';
+/** The error-queue conformance suite against a real RabbitMQ. */
 import { afterAll } from 'vitest';
-import type { ErrorQueueOperations } from '../../src/transport/error-queue.js';
-import type { Delivery, Transport } from '../../src/transport/types.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { deleteRecordedQueues, recordingQueues } from '../support/recording-rabbit.js';
 import { describeErrorQueueConformance } from './error-queue-suite.js';
 
 const skip = await rabbitSkipReason();
 
-/** Every queue the suite touched. */
-const queues = new Set<string>();
-
-/** The transport, recording every queue it sends to, consumes, dead-letters into or sends back to. */
-function recordingQueues(transport: RabbitMqTransport): Transport {
-  const ops = transport.errorQueue;
-  const errorQueue: ErrorQueueOperations = {
-    count: (q) => ops.count(q),
-    browse: (q, o) => ops.browse(q, o),
-    get: (q, k) => ops.get(q, k),
-    sendBack: async (q, k, o) => {
-      if (o?.queue !== undefined) queues.add(o.queue);
-      const sentTo = await ops.sendBack(q, k, o);
-      if (sentTo !== undefined) queues.add(sentTo);
-      return sentTo;
-    },
-    delete: (q, k) => ops.delete(q, k),
-    purge: (q) => ops.purge(q),
-  };
-  return {
-    name: transport.name,
-    capabilities: transport.capabilities,
-    errorQueue,
-    inspection: transport.inspection,
-    send: (queue, message) => {
-      queues.add(queue);
-      return transport.send(queue, message);
-    },
-    consume: (queue, listener, options) => {
-      queues.add(queue);
-      return transport.consume(
-        queue,
-        (delivery) =>
-          listener(
-            // A proxy, not a subclass: the delivery's methods need their own `this` (private fields).
-            new Proxy(delivery, {
-              get(target, property) {
-                if (property === 'deadLetter') {
-                  return (errorQueue: string, headers: Record<string, string>) => {
-                    queues.add(errorQueue);
-                    return target.deadLetter(errorQueue, headers);
-                  };
-                }
-                const value: unknown = Reflect.get(target, property);
-                return typeof value === 'function' ? value.bind(target) : value;
-              },
-            }) as Delivery,
-          ),
-        options,
-      );
-    },
-    close: () => transport.close(),
-  };
-}
-
 afterAll(async () => {
-  if (skip || queues.size === 0) return;
-  const connection = await amqp.connect(RABBITMQ_URL);
-  for (const queue of queues) {
-    const channel = await connection.createChannel();
-    channel.on('error', () => undefined);
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.close().catch(() => undefined);
-  }
-  await connection.close();
+  if (!skip) await deleteRecordedQueues();
 });
 
 describeErrorQueueConformance({
