@@ -28,3 +28,29 @@ export function percentile(values: readonly number[], p: number): number {
   const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[index]!;
 }
+
+/** The median of numbers (the mean of the two middle ones for an even count). */
+export function medianOf(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** The run with the median throughput (the lower middle one for an even count). */
+export function medianRun<T extends { readonly perSec: number }>(runs: readonly T[]): T {
+  const sorted = [...runs].sort((a, b) => a.perSec - b.perSec);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/** `x` rounded to `digits` decimals. */
+export function roundTo(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+/** A command-line option that must be a whole number of at least 1. */
+export function positiveArg(name: string, value: string | undefined): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a whole number >= 1, got ${value}`);
+  return n;
+}

@@ -14,7 +14,7 @@ import { systemClock } from '../../src/time/clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { fakeDriver, realDriver, runOutage, type OutageResult, type OutageScenario } from '../outage/simulation.js';
-import { printJson, printTable } from '../report.js';
+import { printJson, printTable, roundTo } from '../report.js';
 
 const SETTINGS: Record<string, FlowControlOptions | undefined> = {
   none: undefined,
@@ -43,11 +43,11 @@ export async function run(): Promise<void> {
 
   const row = (name: string, r: OutageResult) => ({
     setting: name,
-    peakLoadRatio: round(r.peakLoadRatio),
-    meanLoadRatio: round(r.meanLoadRatio),
-    drainSeconds: round(r.drainSeconds),
-    idealDrainSeconds: round(r.idealDrainSeconds),
-    drainRatio: round(r.drainSeconds / r.idealDrainSeconds),
+    peakLoadRatio: roundTo(r.peakLoadRatio, 2),
+    meanLoadRatio: roundTo(r.meanLoadRatio, 2),
+    drainSeconds: roundTo(r.drainSeconds, 2),
+    idealDrainSeconds: roundTo(r.idealDrainSeconds, 2),
+    drainRatio: roundTo(r.drainSeconds / r.idealDrainSeconds, 2),
     deadLettered: r.deadLettered,
     handled: r.handled,
   });
@@ -59,13 +59,10 @@ export async function run(): Promise<void> {
   printJson({
     scenario: 'outage',
     simulated: Object.fromEntries(
-      Object.entries(results).map(([name, r]) => [name, { peakLoadRatio: round(r.peakLoadRatio), drainSeconds: round(r.drainSeconds), deadLettered: r.deadLettered }]),
+      Object.entries(results).map(([name, r]) => [name, { peakLoadRatio: roundTo(r.peakLoadRatio, 2), drainSeconds: roundTo(r.drainSeconds, 2), deadLettered: r.deadLettered }]),
     ),
-    idealDrainSeconds: round(results['none']!.idealDrainSeconds),
-    sqliteCombined: { peakLoadRatio: round(realCombined.peakLoadRatio), drainSeconds: round(realCombined.drainSeconds), idealDrainSeconds: round(realCombined.idealDrainSeconds), deadLettered: realCombined.deadLettered },
+    idealDrainSeconds: roundTo(results['none']!.idealDrainSeconds, 2),
+    sqliteCombined: { peakLoadRatio: roundTo(realCombined.peakLoadRatio, 2), drainSeconds: roundTo(realCombined.drainSeconds, 2), idealDrainSeconds: roundTo(realCombined.idealDrainSeconds, 2), deadLettered: realCombined.deadLettered },
   });
 }
 
-function round(n: number): number {
-  return Math.round(n * 100) / 100;
-}

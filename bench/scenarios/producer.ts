@@ -42,7 +42,7 @@ import { systemClock } from '../../src/time/clock.js';
 import { Deadlines } from '../../src/time/deadlines.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import type { Backoff } from '../../src/backoff/types.js';
-import { printJson, printTable } from '../report.js';
+import { printJson, printTable, positiveArg, roundTo, medianRun, medianOf } from '../report.js';
 
 const BODY_BYTES = 256;
 
@@ -80,26 +80,26 @@ export async function run(args: string[]): Promise<void> {
       url: { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
     },
   });
-  const n = positive('messages', values.messages);
-  const inflight = positive('inflight', values.inflight);
-  const rounds = positive('rounds', values.rounds);
+  const n = positiveArg('messages', values.messages);
+  const inflight = positiveArg('inflight', values.inflight);
+  const rounds = positiveArg('rounds', values.rounds);
   const url = values.url;
   const figures: Record<string, unknown> = { scenario: 'producer' };
 
   if (!values['skip-throughput']) {
     const timers = await attemptTimerCost(200_000, inflight);
     printTable(`bounding an attempt in time, ${inflight} in flight, sends that settle at once (microseconds per attempt, CPU)`, [
-      { way: 'timer per attempt (clock.sleep + AbortController)', 'us/attempt': round3(timers.perAttemptSleepUs) },
-      { way: 'shared Deadlines (one timer)', 'us/attempt': round3(timers.sharedDeadlinesUs) },
+      { way: 'timer per attempt (clock.sleep + AbortController)', 'us/attempt': roundTo(timers.perAttemptSleepUs, 3) },
+      { way: 'shared Deadlines (one timer)', 'us/attempt': roundTo(timers.sharedDeadlinesUs, 3) },
     ]);
-    figures['attemptTimerUs'] = { perAttemptSleep: round3(timers.perAttemptSleepUs), sharedDeadlines: round3(timers.sharedDeadlinesUs) };
+    figures['attemptTimerUs'] = { perAttemptSleep: roundTo(timers.perAttemptSleepUs, 3), sharedDeadlines: roundTo(timers.sharedDeadlinesUs, 3) };
     const { raw, redeliver, ratios } = await throughput(url, n, inflight, rounds);
     const ratio = medianOf(ratios);
     printTable(`awaited sends, ${n} persistent ${BODY_BYTES}-byte messages, ${inflight} in flight (median of ${rounds} rounds)`, [
       row(raw, raw),
       row(redeliver, raw),
     ]);
-    console.log(`ratio per round (redeliver / raw): ${ratios.map(round3).join(', ')}; median ${round3(ratio)}`);
+    console.log(`ratio per round (redeliver / raw): ${ratios.map((r) => roundTo(r, 3)).join(', ')}; median ${roundTo(ratio, 3)}`);
     Object.assign(figures, {
       messages: n,
       bodyBytes: BODY_BYTES,
@@ -107,17 +107,17 @@ export async function run(args: string[]): Promise<void> {
       rounds,
       rawPerSec: Math.round(raw.perSec),
       redeliverPerSec: Math.round(redeliver.perSec),
-      ratio: round3(ratio),
-      rawCpuUsPerMessage: round3(raw.cpuUsPerMessage),
-      redeliverCpuUsPerMessage: round3(redeliver.cpuUsPerMessage),
+      ratio: roundTo(ratio, 3),
+      rawCpuUsPerMessage: roundTo(raw.cpuUsPerMessage, 3),
+      redeliverCpuUsPerMessage: roundTo(redeliver.cpuUsPerMessage, 3),
     });
   }
 
   if (!values['skip-throttle']) {
-    const limit = positive('throttle-limit', values['throttle-limit']);
-    const messages = positive('throttle-messages', values['throttle-messages']);
-    const throttledMs = positive('throttle-seconds', values['throttle-seconds']) * 1000;
-    const rate = positive('drain-rate', values['drain-rate']);
+    const limit = positiveArg('throttle-limit', values['throttle-limit']);
+    const messages = positiveArg('throttle-messages', values['throttle-messages']);
+    const throttledMs = positiveArg('throttle-seconds', values['throttle-seconds']) * 1000;
+    const rate = positiveArg('drain-rate', values['drain-rate']);
     const settings = { url, limit, messages, throttledMs, rate, inflight: Math.min(inflight, 32) };
     const producer = await throttling(settings, 'Producer (default backoff: 1 s, x1.6)', undefined);
     const producerShort = await throttling(settings, 'Producer (backoff 100 ms .. 1 s)', connectionBackoff({ initialMs: 100, maxMs: 1_000 }));
@@ -125,13 +125,13 @@ export async function run(args: string[]): Promise<void> {
     const floor = (limit + messages) / rate;
     printTable(
       `throttling: queue x-max-length ${limit} (reject-publish), full; ${messages} messages by ${settings.inflight} senders; ` +
-        `consumer starts after ${throttledMs / 1000} s and drains ${rate}/s (floor ${round3(floor)} s)`,
+        `consumer starts after ${throttledMs / 1000} s and drains ${rate}/s (floor ${roundTo(floor, 3)} s)`,
       [producer, producerShort, naive].map((r) => ({
         case: r.case,
         messages: r.messages,
         attempts: r.attempts,
-        'attempts/message': round3(r.attemptsPerMessage),
-        's to drain after lift': round3(r.secondsToDrainAfterThrottleLifts),
+        'attempts/message': roundTo(r.attemptsPerMessage, 3),
+        's to drain after lift': roundTo(r.secondsToDrainAfterThrottleLifts, 3),
         failed: r.failed,
       })),
     );
@@ -142,14 +142,14 @@ export async function run(args: string[]): Promise<void> {
         senders: settings.inflight,
         throttledSeconds: throttledMs / 1000,
         drainPerSec: rate,
-        floorSeconds: round3(floor),
-        producer: { attemptsPerMessage: round3(producer.attemptsPerMessage), secondsToDrainAfterThrottleLifts: round3(producer.secondsToDrainAfterThrottleLifts), failed: producer.failed },
+        floorSeconds: roundTo(floor, 3),
+        producer: { attemptsPerMessage: roundTo(producer.attemptsPerMessage, 3), secondsToDrainAfterThrottleLifts: roundTo(producer.secondsToDrainAfterThrottleLifts, 3), failed: producer.failed },
         producerShortBackoff: {
-          attemptsPerMessage: round3(producerShort.attemptsPerMessage),
-          secondsToDrainAfterThrottleLifts: round3(producerShort.secondsToDrainAfterThrottleLifts),
+          attemptsPerMessage: roundTo(producerShort.attemptsPerMessage, 3),
+          secondsToDrainAfterThrottleLifts: roundTo(producerShort.secondsToDrainAfterThrottleLifts, 3),
           failed: producerShort.failed,
         },
-        naive: { attemptsPerMessage: round3(naive.attemptsPerMessage), secondsToDrainAfterThrottleLifts: round3(naive.secondsToDrainAfterThrottleLifts), failed: naive.failed },
+        naive: { attemptsPerMessage: roundTo(naive.attemptsPerMessage, 3), secondsToDrainAfterThrottleLifts: roundTo(naive.secondsToDrainAfterThrottleLifts, 3), failed: naive.failed },
       },
     });
   }
@@ -180,7 +180,7 @@ async function throughput(url: string, n: number, inflight: number, rounds: numb
       }
       ratios.push(runs.redeliver.at(-1)!.perSec / runs.raw.at(-1)!.perSec);
     }
-    return { raw: median(runs.raw), redeliver: median(runs.redeliver), ratios };
+    return { raw: medianRun(runs.raw), redeliver: medianRun(runs.redeliver), ratios };
   } finally {
     await adminChannel.deleteQueue(queue).catch(() => undefined);
     await admin.close().catch(() => undefined);
@@ -360,28 +360,8 @@ function row(r: Result, raw: Result): Record<string, string | number> {
     messages: r.messages,
     'time ms': Math.round(r.ms),
     'msgs/s': Math.round(r.perSec),
-    'vs raw': round3(r.perSec / raw.perSec),
-    'client CPU us/msg': round3(r.cpuUsPerMessage),
+    'vs raw': roundTo(r.perSec / raw.perSec, 3),
+    'client CPU us/msg': roundTo(r.cpuUsPerMessage, 3),
   };
 }
 
-function medianOf(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function median(results: Result[]): Result {
-  const sorted = [...results].sort((a, b) => a.perSec - b.perSec);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
-function positive(name: string, value: string | undefined): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a whole number >= 1, got ${value}`);
-  return n;
-}

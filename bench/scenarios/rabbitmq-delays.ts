@@ -25,7 +25,7 @@ import amqp from 'amqplib';
 import { seededRandom } from '../../src/time/random.js';
 import type { Delivery } from '../../src/transport/types.js';
 import { delayLevels, RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
-import { percentile, printJson, printTable } from '../report.js';
+import { percentile, printJson, printTable, positiveArg } from '../report.js';
 
 const BODY_BYTES = 256;
 const MIN_DELAY_MS = 100;
@@ -48,12 +48,12 @@ export async function run(args: string[]): Promise<void> {
       url: { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
     },
   });
-  const n = positive('messages', values.messages);
+  const n = positiveArg('messages', values.messages);
   const scale = Number(values.scale);
   if (!(scale >= 1)) throw new RangeError(`--scale must be a number >= 1, got ${values.scale}`);
-  const prefetch = positive('prefetch', values.prefetch);
-  const rate = positive('rate', values.rate);
-  const random = seededRandom(positive('seed', values.seed));
+  const prefetch = positiveArg('prefetch', values.prefetch);
+  const rate = positiveArg('rate', values.rate);
+  const random = seededRandom(positiveArg('seed', values.seed));
   const url = values.url;
   const body = randomBytes(BODY_BYTES);
 
@@ -206,8 +206,3 @@ async function throughNaiveQueue(url: string, delays: number[], body: Buffer, pr
   }
 }
 
-function positive(name: string, value: string | undefined): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a whole number >= 1, got ${value}`);
-  return n;
-}

@@ -25,7 +25,7 @@ import amqp from 'amqplib';
 import { bytesCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
-import { printJson, printTable } from '../report.js';
+import { printJson, printTable, positiveArg, roundTo, medianRun } from '../report.js';
 
 const BODY_BYTES = 256;
 
@@ -46,9 +46,9 @@ export async function run(args: string[]): Promise<void> {
       url: { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
     },
   });
-  const n = positive('messages', values.messages);
-  const prefetch = positive('prefetch', values.prefetch);
-  const rounds = positive('rounds', values.rounds);
+  const n = positiveArg('messages', values.messages);
+  const prefetch = positiveArg('prefetch', values.prefetch);
+  const rounds = positiveArg('rounds', values.rounds);
   const url = values.url;
   const queue = `bench-overhead-${randomUUID().slice(0, 8)}`;
   const body = randomBytes(BODY_BYTES);
@@ -85,7 +85,7 @@ export async function run(args: string[]): Promise<void> {
       await fill();
       runs['endpoint']!.push(await endpointConsumer(url, queue, n, prefetch));
     }
-    const [raw, rawCoalesced, transport, endpoint] = Object.values(runs).map(median) as [Result, Result, Result, Result];
+    const [raw, rawCoalesced, transport, endpoint] = Object.values(runs).map((r) => medianRun(r)) as [Result, Result, Result, Result];
     printTable(`rabbitmq success path, ${n} persistent ${BODY_BYTES}-byte messages, prefetch ${prefetch} (median of ${rounds} rounds)`, [
       row(raw, raw),
       row(rawCoalesced, raw),
@@ -102,9 +102,9 @@ export async function run(args: string[]): Promise<void> {
       rawCoalescedPerSec: Math.round(rawCoalesced.perSec),
       transportPerSec: Math.round(transport.perSec),
       redeliverPerSec: Math.round(endpoint.perSec),
-      ratio: round3(endpoint.perSec / raw.perSec),
-      transportRatio: round3(transport.perSec / raw.perSec),
-      ceilingRatio: round3(endpoint.perSec / rawCoalesced.perSec),
+      ratio: roundTo(endpoint.perSec / raw.perSec, 3),
+      transportRatio: roundTo(transport.perSec / raw.perSec, 3),
+      ceilingRatio: roundTo(endpoint.perSec / rawCoalesced.perSec, 3),
     });
   } finally {
     await adminChannel.deleteQueue(queue).catch(() => undefined);
@@ -194,20 +194,6 @@ function result(name: string, messages: number, ms: number): Result {
 }
 
 function row(r: Result, raw: Result): Record<string, string | number> {
-  return { case: r.case, messages: r.messages, 'time ms': Math.round(r.ms), 'msgs/s': Math.round(r.perSec), 'vs raw': round3(r.perSec / raw.perSec) };
+  return { case: r.case, messages: r.messages, 'time ms': Math.round(r.ms), 'msgs/s': Math.round(r.perSec), 'vs raw': roundTo(r.perSec / raw.perSec, 3) };
 }
 
-function median(results: Result[]): Result {
-  const sorted = [...results].sort((a, b) => a.perSec - b.perSec);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
-function positive(name: string, value: string | undefined): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a whole number >= 1, got ${value}`);
-  return n;
-}

@@ -28,7 +28,7 @@ import { systemClock } from '../../src/time/clock.js';
 import { seededRandom } from '../../src/time/random.js';
 import type { Delivery, OutgoingMessage } from '../../src/transport/types.js';
 import { SqliteTransport, type SqliteDurability } from '../../src/transports/sqlite/index.js';
-import { percentile, printJson, printTable } from '../report.js';
+import { percentile, printJson, printTable, positiveArg, medianRun, roundTo } from '../report.js';
 
 const BODY_BYTES = 256;
 /** Messages per send transaction, in every case. */
@@ -56,10 +56,10 @@ export async function run(args: string[]): Promise<void> {
       rounds: { type: 'string', default: '3' },
     },
   });
-  const rounds = positive('rounds', values.rounds);
-  const n = positive('messages', values.messages);
-  const concurrency = positive('concurrency', values.concurrency);
-  const delayed = positive('delayed', values.delayed);
+  const rounds = positiveArg('rounds', values.rounds);
+  const n = positiveArg('messages', values.messages);
+  const concurrency = positiveArg('concurrency', values.concurrency);
+  const delayed = positiveArg('delayed', values.delayed);
   const dir = mkdtempSync(join(tmpdir(), 'redeliver-bench-sqlite-'));
   const body = randomBytes(BODY_BYTES);
   let file = 0;
@@ -77,7 +77,7 @@ export async function run(args: string[]): Promise<void> {
       // The endpoint's default concurrency: smaller claims and commits.
       runs['success-c10']!.push(await throughEndpoint('success-c10', path(), n, body, 10, 'NORMAL', 0));
     }
-    const rows = Object.values(runs).map(median);
+    const rows = Object.values(runs).map((r) => medianRun(r));
     const [ceiling, success, failing, full, c10] = rows as [Throughput, Throughput, Throughput, Throughput, Throughput];
     printTable(
       `sqlite transport, ${BODY_BYTES}-byte messages, concurrency ${concurrency}, send all then drain all (median of ${rounds} rounds)`,
@@ -100,8 +100,8 @@ export async function run(args: string[]): Promise<void> {
       failing10PerSec: Math.round(failing.perSec),
       fullSyncSuccessPerSec: Math.round(full.perSec),
       successConcurrency10PerSec: Math.round(c10.perSec),
-      ratioToCeiling: round(success.perSec / ceiling.perSec, 3),
-      cpuRatioToCeiling: round(ceiling.cpuMs / success.cpuMs, 3),
+      ratioToCeiling: roundTo(success.perSec / ceiling.perSec, 3),
+      cpuRatioToCeiling: roundTo(ceiling.cpuMs / success.cpuMs, 3),
       delayP50LatenessMs: delays.p50,
       delayP99LatenessMs: delays.p99,
       delayMaxLatenessMs: delays.max,
@@ -262,19 +262,3 @@ function result(label: string, n: number, t0: number, t1: number, t2: number, cp
   };
 }
 
-/** The round with the median throughput. */
-function median(runs: readonly Throughput[]): Throughput {
-  const sorted = [...runs].sort((a, b) => a.perSec - b.perSec);
-  return sorted[Math.floor((sorted.length - 1) / 2)]!;
-}
-
-function positive(name: string, value: string | undefined): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got ${value}`);
-  return n;
-}
-
-function round(x: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
-}

@@ -175,7 +175,6 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    */
   async #claim(delivery: Delivery, state: RetryState): Promise<boolean> {
     const { config } = this;
-    const context = this.#failureContext(delivery, new Error('duplicate'), state, 0, state.attempts, state.history);
     let claim;
     try {
       claim = await config.deduplication!.begin(delivery.id, config.clock.now(), config.leaseMs);
@@ -186,6 +185,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
     if (claim === 'claimed') return true;
     if (claim === 'busy') {
+      const context = this.#failureContext(delivery, new Error('another copy is being handled'), state, 0, state.attempts, state.history);
       await this.#defer(delivery, context, DEFAULTS.dedupBusyRetryMs, 'in-progress', false);
       return false;
     }

@@ -27,8 +27,6 @@ export interface RetryState {
   readonly history: readonly FailureRecord[];
 }
 
-export const EMPTY_RETRY_STATE: RetryState = { attempts: 0, delayedAttempts: 0, lastDelayMs: undefined, delayedElapsedMs: 0, history: [] };
-
 /**
  * Reads the retry state from headers. Headers come from the wire and are
  * untrusted: a missing, malformed or hostile value reads as its default.

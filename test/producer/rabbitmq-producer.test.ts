@@ -8,12 +8,10 @@
  * Only this file's own connections are cut, found by their connection name
  * (`rabbitmqctl close_connection`); nothing broker-wide is changed.
  */
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectionBackoff } from '../../src/backoff/connection.js';
@@ -36,17 +34,11 @@ import {
   type RabbitMqTransportOptions,
 } from '../../src/transports/rabbitmq/index.js';
 import { SqliteDeduplicationStore } from '../../src/transports/sqlite/index.js';
-import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { RABBITMQ_URL, rabbitmqctl, rabbitSkipReason } from '../support/brokers.js';
 
-const run = promisify(execFile);
 const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const text = (s: string) => new TextEncoder().encode(s);
-
-async function rabbitmqctl(...args: string[]): Promise<string> {
-  const { stdout } = await run('rabbitmqctl', args, { timeout: 30_000 });
-  return stdout;
-}
 
 /** The broker's pid of the one connection named `name` (the transport's `connectionName`). */
 async function connectionPid(name: string): Promise<string> {

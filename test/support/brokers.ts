@@ -3,6 +3,8 @@
  * the broker those tests are skipped with a loud warning; under CI=true a
  * missing broker fails the run instead of silently skipping.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import amqp from 'amqplib';
 
 /** The RabbitMQ URL the tests use: `RABBITMQ_URL`, or the local default. */
@@ -32,4 +34,10 @@ export async function rabbitSkipReason(): Promise<string | undefined> {
   if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
   console.warn(`\n!!! SKIPPING RabbitMQ tests: ${reason}. Start RabbitMQ or set RABBITMQ_URL to run them. !!!\n`);
   return reason;
+}
+
+/** Runs the broker's own `rabbitmqctl`, for faults no client can cause; resolves its output. */
+export async function rabbitmqctl(...args: string[]): Promise<string> {
+  const { stdout } = await promisify(execFile)('rabbitmqctl', args, { timeout: 30_000 });
+  return stdout;
 }

@@ -3,9 +3,7 @@
  * loss, the duplicate window, delivery limits, hostile headers, header
  * bounds and confirm timeouts. Needs `rabbitmqctl` for the fault cases.
  */
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
@@ -26,18 +24,12 @@ import {
   type RabbitMqTransportEvents,
   type RabbitMqTransportOptions,
 } from '../../src/transports/rabbitmq/index.js';
-import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { RABBITMQ_URL, rabbitmqctl, rabbitSkipReason } from '../support/brokers.js';
 import { recordingLogger } from '../support/recording-logger.js';
 
-const run = promisify(execFile);
 const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const text = (s: string) => new TextEncoder().encode(s);
-
-/** `rabbitmqctl <args>`; the broker's own tool, for faults no client can cause. */
-async function rabbitmqctl(...args: string[]): Promise<void> {
-  await run('rabbitmqctl', args, { timeout: 30_000 });
-}
 
 function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -204,7 +196,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     let handled = 0;
     let redelivered = 0;
     let handledAtLoss = -1;
-    let killed: Promise<void> | undefined;
+    let killed: Promise<string> | undefined;
     for (let i = 0; i < total; i++) await t.send(queue, { id: `s-${i}`, body: text(String(i)), headers: {} });
     const reconnected = nextEvent(t, 'connected', 60_000);
     t.once('disconnected', () => (handledAtLoss = handled));
