@@ -41,3 +41,17 @@ export async function rabbitmqctl(...args: string[]): Promise<string> {
   const { stdout } = await promisify(execFile)('rabbitmqctl', args, { timeout: 30_000 });
   return stdout;
 }
+
+/**
+ * Closes the shared broker's connections whose client-provided name is
+ * `connectionName`, and only those: other clients of the broker are left
+ * alone. Resolves how many were closed.
+ */
+export async function closeConnectionsNamed(connectionName: string, reason = 'test: connection cut'): Promise<number> {
+  // Tab-separated rows: the pid as the broker names it, then the client properties as an Erlang term.
+  const rows = (await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers')).split('\n');
+  const marker = `{"connection_name","${connectionName}"}`;
+  const pids = rows.filter((row) => row.includes(marker)).map((row) => row.split('\t')[0]!);
+  for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
+  return pids.length;
+}
