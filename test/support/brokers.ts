@@ -42,16 +42,25 @@ export async function rabbitmqctl(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/** The broker's pids of the shared broker's connections whose client-provided name is `connectionName`. */
+export async function connectionPidsNamed(connectionName: string): Promise<string[]> {
+  // Tab-separated rows: the pid as the broker names it, then the client properties as an Erlang term.
+  const rows = (await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers')).split('\n');
+  const marker = `{"connection_name","${connectionName}"}`;
+  return rows.filter((row) => row.includes(marker)).map((row) => row.split('\t')[0]!);
+}
+
+/** Closes the shared broker's connections with these pids (from {@link connectionPidsNamed}); resolves how many. */
+export async function closeConnections(pids: readonly string[], reason = 'test: connection cut'): Promise<number> {
+  for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
+  return pids.length;
+}
+
 /**
  * Closes the shared broker's connections whose client-provided name is
  * `connectionName`, and only those: other clients of the broker are left
  * alone. Resolves how many were closed.
  */
 export async function closeConnectionsNamed(connectionName: string, reason = 'test: connection cut'): Promise<number> {
-  // Tab-separated rows: the pid as the broker names it, then the client properties as an Erlang term.
-  const rows = (await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers')).split('\n');
-  const marker = `{"connection_name","${connectionName}"}`;
-  const pids = rows.filter((row) => row.includes(marker)).map((row) => row.split('\t')[0]!);
-  for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
-  return pids.length;
+  return closeConnections(await connectionPidsNamed(connectionName), reason);
 }
