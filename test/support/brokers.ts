@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
+import { parseConnections } from './rabbit-node.js';
 
 /** The RabbitMQ URL the tests use: `RABBITMQ_URL`, or the local default. */
 export const RABBITMQ_URL = process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -44,10 +45,8 @@ export async function rabbitmqctl(...args: string[]): Promise<string> {
 
 /** The broker's pids of the shared broker's connections whose client-provided name is `connectionName`. */
 export async function connectionPidsNamed(connectionName: string): Promise<string[]> {
-  // Tab-separated rows: the pid as the broker names it, then the client properties as an Erlang term.
-  const rows = (await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers')).split('\n');
-  const marker = `{"connection_name","${connectionName}"}`;
-  return rows.filter((row) => row.includes(marker)).map((row) => row.split('\t')[0]!);
+  const rows = parseConnections(await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers'));
+  return rows.filter((row) => row.name === connectionName).map((row) => row.pid);
 }
 
 /** Closes the shared broker's connections with these pids (from {@link connectionPidsNamed}); resolves how many. */

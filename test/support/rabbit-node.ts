@@ -60,6 +60,24 @@ function installExitHook(): void {
   }
 }
 
+/** One row of `rabbitmqctl list_connections pid client_properties`: the broker's pid and the client-provided connection name. */
+export interface ConnectionRow {
+  readonly pid: string;
+  readonly name: string | undefined;
+}
+
+/** Parses the output of `rabbitmqctl list_connections pid client_properties --no-table-headers`. */
+export function parseConnections(output: string): ConnectionRow[] {
+  return output
+    .split('\n')
+    .filter((row) => row.trim().length > 0)
+    .map((row) => ({
+      // Tab-separated: the pid as the broker names it, then the client properties as an Erlang term.
+      pid: row.split('\t')[0]!.trim(),
+      name: /\{"connection_name","([^"]*)"\}/.exec(row)?.[1],
+    }));
+}
+
 /** A TCP port nothing listens on right now, chosen by the OS. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -182,6 +200,19 @@ export class RabbitCluster {
   /** Runs `rabbitmq-queues -q -n <node> ...args` against node `index`. */
   async queues(index: number, ...args: string[]): Promise<string> {
     return this.tool('rabbitmq-queues', index, args);
+  }
+
+  /**
+   * Closes the connections on node `index` whose client-provided name
+   * `matches`, and only those; resolves how many. Connections on other
+   * nodes of the cluster are not touched.
+   */
+  async closeConnections(matches: (name: string) => boolean, index = 1, reason = 'fault suite: connection cut'): Promise<number> {
+    const rows = parseConnections(await this.ctl(index, 'list_connections', 'pid', 'client_properties', '--no-table-headers'));
+    const targets = rows.filter((row) => row.name !== undefined && matches(row.name));
+    for (const row of targets) await this.ctl(index, 'close_connection', row.pid, reason).catch(() => undefined);
+    this.options.log(`closed ${targets.length} connection(s) on ${this.slot(index).name}`);
+    return targets.length;
   }
 
   /** The node index that leads quorum queue `queue`, asked of a node that is up. */
