@@ -25,6 +25,8 @@ export interface Workload {
   readonly mix?: FailureMix;
   /** Delayed retries wait this, then twice this. Default 500 ms. */
   readonly delayStepMs?: number;
+  /** The longest a handler works. Default 10 ms. */
+  readonly workMs?: number;
 }
 
 export class ScenarioContext {
@@ -57,7 +59,7 @@ export class ScenarioContext {
       seed: this.seed,
       concurrency: 16,
       delayStepMs: this.workload.delayStepMs,
-      workMs: 10,
+      workMs: this.workload.workMs,
       leaseMs: 2_000,
     };
     const output = join(this.dir, `worker-${n}.out`);
@@ -121,6 +123,11 @@ export class ScenarioContext {
   faultDone(what: string): void {
     this.lastFaultAt = Date.now();
     this.log(`  fault: ${what}`);
+  }
+
+  /** Logs a progress line. */
+  debug(line: string): void {
+    this.log(`  ${line}`);
   }
 
   /** Notes something the report row should say. */

@@ -53,11 +53,7 @@ for (const make of adapters) {
   const skippedHere = scenarios.filter((s) => adapter.skipReason(s.name));
   // A cluster row is only worth printing for the scenario it runs.
   const toReport = adapter.transport.startsWith('rabbitmq-') ? [] : skippedHere;
-  for (const scenario of toReport) {
-    const result = await runScenario(adapter, scenario, { messages, dir, seed, log });
-    results.push(result);
-    log(formatRow(result));
-  }
+  for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
   if (applicable.length === 0) continue;
   log(`starting ${adapter.transport}`);
   await adapter.start();
@@ -81,6 +77,8 @@ for (const make of adapters) {
 
 const elapsed = Math.round((Date.now() - started) / 1000);
 console.log('\nfault table');
+const order = (r: ScenarioResult) => SCENARIOS.findIndex((s) => s.name === r.name);
+results.sort((a, b) => a.transport.localeCompare(b.transport) || order(a) - order(b));
 for (const result of results) console.log(formatRow(result));
 console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);
 if (!values.keep) rmSync(dir, { recursive: true, force: true });

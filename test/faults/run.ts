@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
 import { ScenarioContext } from './context.js';
-import { DEFAULT_MIX } from './failure-mix.js';
+import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
 import type { Scenario } from './scenarios.js';
 
 /** One row of the fault table. */
@@ -25,6 +25,8 @@ export interface ScenarioResult {
   readonly pending?: number;
   /** Up to 10 lost ids, for diagnosis. */
   readonly lostSample?: readonly string[];
+  /** Lost ids by what their handler did (see failure-mix.ts): tells a lost first delivery from a lost retry or error-queue copy. */
+  readonly lostByBehaviour?: Readonly<Record<string, number>>;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   readonly notes?: readonly string[];
@@ -40,6 +42,8 @@ export interface RunOptions {
   readonly seed: number;
   /** How long to wait for the drain after the last fault. Default 120 s. */
   readonly drainTimeoutMs?: number;
+  /** Stop waiting for the drain when nothing was handled or dead-lettered for this long. Default 30 s. */
+  readonly stallMs?: number;
   readonly log: (line: string) => void;
 }
 
@@ -59,7 +63,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     adapter,
     scope,
     dir,
-    { mix: DEFAULT_MIX, delayStepMs: 500, ...workload },
+    { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload },
     options.seed,
     options.log,
   );
@@ -72,7 +76,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     }
     context.lastFaultAt ??= Date.now();
     await Promise.all(context.producers.map((p) => p.exited));
-    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 120_000);
+    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 120_000, options.stallMs ?? 30_000);
     await context.stopWorkers();
     const failedSends = context.failedSends().length;
     if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
@@ -85,7 +89,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
       }),
       pending: await scope.pendingIds(),
     });
-    return row(scenario, adapter, result, recoverySeconds, context.notes);
+    return row(scenario, adapter, result, recoverySeconds, context);
   } finally {
     await context.killWorkers();
     await Promise.all(context.producers.map((p) => p.kill9()));
@@ -93,8 +97,12 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
   }
 }
 
-/** Waits for the run to drain; resolves the seconds since the last fault, or null on timeout. */
-async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number): Promise<number | null> {
+/**
+ * Waits for the run to drain; resolves the seconds since the last fault, or
+ * null when it did not drain in time or stalled (no message handled or
+ * dead-lettered for `stallMs`).
+ */
+async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number, stallMs: number): Promise<number | null> {
   const confirmed = new Set(context.confirmed());
   const drained =
     scenario.drained?.bind(scenario) ??
@@ -103,16 +111,33 @@ async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: nu
       const open = [...ids].filter((id) => !handled.has(id)).length;
       return open === 0 || open <= (await c.scope.errorCount().catch(() => -1));
     });
+  let progress = -1;
+  let progressAt = Date.now();
+  let stalled = false;
   try {
-    await context.waitUntil('the drain', timeoutMs, () => drained(context, confirmed));
+    await context.waitUntil('the drain', timeoutMs, async () => {
+      if (await drained(context, confirmed)) return true;
+      const now = context.handled().length + (await context.scope.errorCount().catch(() => 0));
+      if (now !== progress) [progress, progressAt] = [now, Date.now()];
+      return (stalled = Date.now() - progressAt > stallMs);
+    });
   } catch {
-    context.note(`did not drain within ${timeoutMs / 1000} s of the last fault`);
+    context.note(`did not drain within ${timeoutMs / 1000} s`);
+    return null;
+  }
+  if (stalled) {
+    context.note(`stalled: nothing handled or dead-lettered for ${stallMs / 1000} s`);
     return null;
   }
   return Math.round((Date.now() - context.lastFaultAt!) / 100) / 10;
 }
 
-function row(scenario: Scenario, adapter: FaultAdapter, result: Accounting, recoverySeconds: number | null, notes: string[]): ScenarioResult {
+function row(scenario: Scenario, adapter: FaultAdapter, result: Accounting, recoverySeconds: number | null, context: ScenarioContext): ScenarioResult {
+  const lostByBehaviour: Record<string, number> = {};
+  for (const id of result.lost) {
+    const behaviour = behaviourOf(id, context.workload.mix, context.seed);
+    lostByBehaviour[behaviour] = (lostByBehaviour[behaviour] ?? 0) + 1;
+  }
   return {
     name: scenario.name,
     transport: adapter.transport,
@@ -124,6 +149,7 @@ function row(scenario: Scenario, adapter: FaultAdapter, result: Accounting, reco
     errored: result.errored,
     pending: result.pending,
     lostSample: result.lost.slice(0, 10),
-    notes,
+    lostByBehaviour,
+    notes: context.notes,
   };
 }
