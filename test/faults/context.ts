@@ -162,13 +162,13 @@ export class ScenarioContext {
     this.faultDone('worker (the store\'s only process) stopped with SIGTERM and started again');
   }
 
-  /** Polls `check` every 100 ms until it holds; rejects after `timeoutMs`. */
-  async waitUntil(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>): Promise<void> {
+  /** Polls `check` every `intervalMs` (default 100) until it holds; rejects after `timeoutMs`. */
+  async waitUntil(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, intervalMs = 100): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (await check()) return;
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, intervalMs));
     }
   }
 

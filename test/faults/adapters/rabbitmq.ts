@@ -85,6 +85,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       queueType,
     });
     const harness = openSpec(spec('harness')) as RabbitMqTransport;
+    // Depths come from the broker itself, over a connection of the harness's own, not through the transport under test.
+    const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
     const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(n));
     return {
       label,
@@ -92,14 +94,16 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       errorQueue,
       cliTarget: this.cluster.url(this.#clientNode),
       spec,
-      errorCount: async () => (await harness.inspection.queueDepths([errorQueue]))[0]?.ready ?? 0,
+      errorCount: () => peek.depth(errorQueue),
       async delayedCount() {
-        const depths = await harness.inspection.queueDepths(levels);
-        return depths.reduce((sum, depth) => sum + depth.delayed, 0);
+        let sum = 0;
+        for (const level of levels) sum += await peek.depth(level);
+        return sum;
       },
       errorIds: () => browseErrorIds(harness, errorQueue),
       pendingIds: () => this.#drainIds([queue, ...levels]),
       cleanup: async () => {
+        await peek.close();
         await harness.close();
         await this.#withChannel(this.#clientNode, async (channel) => {
           for (const q of [queue, errorQueue, ...levels]) await channel.deleteQueue(q);
@@ -166,5 +170,47 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     } finally {
       await connection.close().catch(() => undefined);
     }
+  }
+}
+
+/** Reads queue depths with passive declarations on one reused connection, reconnecting after a broker fault. */
+class DepthPeek {
+  #connection?: Promise<amqp.ChannelModel>;
+
+  constructor(private readonly url: () => string) {}
+
+  /** Messages ready in `queue`; 0 when it does not exist. */
+  async depth(queue: string): Promise<number> {
+    const connection = await this.#connect();
+    const channel = await connection.createChannel().catch((error: unknown) => {
+      this.#connection = undefined;
+      throw error;
+    });
+    channel.on('error', () => undefined);
+    try {
+      return (await channel.checkQueue(queue)).messageCount;
+    } catch {
+      return 0; // A passive check of a missing queue closes the channel.
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    const connection = await this.#connection?.catch(() => undefined);
+    this.#connection = undefined;
+    await connection?.close().catch(() => undefined);
+  }
+
+  #connect(): Promise<amqp.ChannelModel> {
+    this.#connection ??= amqp.connect(this.url()).then((connection) => {
+      const forget = () => (this.#connection = undefined);
+      connection.on('error', forget);
+      connection.on('close', forget);
+      return connection;
+    });
+    const pending = this.#connection;
+    pending.catch(() => (this.#connection = undefined));
+    return pending;
   }
 }
