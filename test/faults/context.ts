@@ -137,29 +137,26 @@ export class ScenarioContext {
   }
 
   /** Kills the broker with SIGKILL and brings it back; without a broker process, kills and restarts the workers. */
-  async brokerKill(): Promise<void> {
-    if (this.adapter.killBroker) {
-      await this.adapter.killBroker(this.scope);
-      this.faultDone('broker killed -9 and started again');
-      return;
-    }
-    const count = this.workers.filter((w) => w.running).length;
-    await this.killWorkers();
-    for (let i = 0; i < count; i++) await this.startWorker();
-    this.faultDone('worker (the store\'s only process) killed -9 and started again');
+  brokerKill(): Promise<void> {
+    return this.#brokerFault('kill');
   }
 
   /** Restarts the broker gracefully; without a broker process, stops the workers with SIGTERM and starts them again. */
-  async brokerRestart(): Promise<void> {
-    if (this.adapter.restartBroker) {
-      await this.adapter.restartBroker(this.scope);
-      this.faultDone('broker restarted gracefully');
+  brokerRestart(): Promise<void> {
+    return this.#brokerFault('restart');
+  }
+
+  async #brokerFault(kind: 'kill' | 'restart'): Promise<void> {
+    const onBroker = kind === 'kill' ? this.adapter.killBroker : this.adapter.restartBroker;
+    if (onBroker) {
+      await onBroker.call(this.adapter, this.scope);
+      this.faultDone(kind === 'kill' ? 'broker killed -9 and started again' : 'broker restarted gracefully');
       return;
     }
     const count = this.workers.filter((w) => w.running).length;
-    await this.stopWorkers();
+    await (kind === 'kill' ? this.killWorkers() : this.stopWorkers());
     for (let i = 0; i < count; i++) await this.startWorker();
-    this.faultDone('worker (the store\'s only process) stopped with SIGTERM and started again');
+    this.faultDone(`worker (the store's only process) ${kind === 'kill' ? 'killed -9' : 'stopped with SIGTERM'} and started again`);
   }
 
   /** Polls `check` every `intervalMs` (default 100) until it holds; rejects after `timeoutMs`. */
