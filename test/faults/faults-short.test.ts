@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { rabbitNodeSkipReason } from '../support/rabbit-node.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
@@ -40,7 +41,7 @@ describe('fault suite, short: SQLite', () => {
   }, 120_000);
 });
 
-describe('fault suite, short: RabbitMQ on a node of its own', () => {
+describe.skipIf(Boolean(rabbitNodeSkipReason()))('fault suite, short: RabbitMQ on a node of its own', () => {
   const rabbit = new RabbitMqFaultAdapter();
   afterAll(() => rabbit.stop(), 60_000);
 

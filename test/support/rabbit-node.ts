@@ -13,7 +13,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,6 +58,18 @@ function installExitHook(): void {
       process.exit(130);
     });
   }
+}
+
+/**
+ * The skip reason for a test that starts nodes of its own: undefined when
+ * the RabbitMQ server is installed. Throws under CI=true when it is not.
+ */
+export function rabbitNodeSkipReason(): string | undefined {
+  if (existsSync(join(BIN, 'rabbitmq-server'))) return undefined;
+  const reason = `no RabbitMQ server installed in ${BIN} to start test nodes from`;
+  if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
+  console.warn(`\n!!! SKIPPING tests on RabbitMQ nodes of their own: ${reason}. !!!\n`);
+  return reason;
 }
 
 /** One row of `rabbitmqctl list_connections pid client_properties`: the broker's pid and the client-provided connection name. */
