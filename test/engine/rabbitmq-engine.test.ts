@@ -10,10 +10,12 @@ import amqp from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import type { EndpointEvents } from '../../src/endpoint/events.js';
+import { constant } from '../../src/backoff/constant.js';
 import { HEADER } from '../../src/headers/names.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { RabbitMqTransport, type RabbitMqTransportEvents, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
 import { closeConnectionsNamed, RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { userHeadersAtTheLimit } from '../support/large-headers.js';
 
 const skip = await rabbitSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
@@ -170,5 +172,46 @@ describe.skipIf(Boolean(skip))('the endpoint on RabbitMQ', () => {
     expect(endpoint.stats.handled).toBe(concurrency);
     const admin = await adminChannel();
     expect((await admin.checkQueue(queue)).messageCount).toBe(0);
+  });
+
+  it('keeps the retry limit and the failure history of a message sent with user headers at the send limit', async () => {
+    const queue = queueName('big-headers');
+    const errorQueue = queueName('big-headers-error');
+    const transport = open();
+    let calls = 0;
+    const endpoint = new Endpoint({
+      name: queue,
+      transport,
+      recoverability: { immediateRetries: 1, delayedRetries: 1, delayedBackoff: constant(50), errorQueue },
+      handler: () => {
+        calls++;
+        throw new Error(`failure ${calls}`);
+      },
+    });
+    cleanups.push(() => endpoint.stop());
+    await endpoint.start();
+    const user = userHeadersAtTheLimit();
+    await transport.send(queue, { id: 'big-1', body: text('{}'), headers: user });
+    // Without its retry state the message would run again and again: stop looking once it ran too often.
+    await waitFor(() => endpoint.stats.deadLettered === 1 || calls > 4, 15_000, 'the dead-letter');
+    expect(calls).toBe(4);
+    const admin = await adminChannel();
+    const copy = await admin.get(errorQueue, { noAck: true });
+    expect(copy).not.toBe(false);
+    const headers = (copy as amqp.GetMessage).properties.headers as Record<string, unknown>;
+    expect(String(headers[HEADER.failureAttempts])).toBe('4');
+    expect(JSON.parse(String(headers[HEADER.history])).map((r: { message: string }) => r.message)).toEqual(['failure 1', 'failure 2', 'failure 3', 'failure 4']);
+    for (const [key, value] of Object.entries(user)) expect(String(headers[key])).toBe(value);
+  });
+
+  it('refuses a send whose user headers a consumer would cut, before publishing anything', async () => {
+    const queue = queueName('too-big');
+    const transport = open();
+    const user = { ...userHeadersAtTheLimit(), one: 'more' };
+    await expect(transport.send(queue, { id: 'too-big-1', body: text('{}'), headers: user })).rejects.toThrow(RangeError);
+    await expect(transport.send(queue, { id: 'too-big-1', body: text('{}'), headers: user })).rejects.toThrow(/user headers.*32768/);
+    await transport.send(queue, { id: 'fits-1', body: text('{}'), headers: userHeadersAtTheLimit() });
+    const admin = await adminChannel();
+    expect((await admin.checkQueue(queue)).messageCount).toBe(1);
   });
 });
