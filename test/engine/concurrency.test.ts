@@ -50,13 +50,19 @@ function gatedHandler() {
   };
 }
 
+/** An endpoint on a {@link PushTransport} whose handlers wait for the test. */
+async function startGated(concurrency: number) {
+  const clock = new FakeClock(0);
+  const transport = new PushTransport();
+  const gate = gatedHandler();
+  const endpoint = new Endpoint({ name: 'push', transport, clock, concurrency, handler: gate.handler });
+  await endpoint.start();
+  return { clock, transport, gate, endpoint };
+}
+
 describe('the endpoint enforces its concurrency', () => {
   it('never runs more than `concurrency` handlers, nor one id twice at once, when the transport hands out more', async () => {
-    const clock = new FakeClock(0);
-    const transport = new PushTransport();
-    const gate = gatedHandler();
-    const endpoint = new Endpoint({ name: 'push', transport, clock, concurrency: 2, handler: gate.handler });
-    await endpoint.start();
+    const { clock, transport, gate, endpoint } = await startGated(2);
     expect(transport.prefetch).toBe(2);
 
     const a = transport.push('a');
@@ -97,11 +103,7 @@ describe('the endpoint enforces its concurrency', () => {
   });
 
   it('releases a waiting copy of a running id when stopping', async () => {
-    const clock = new FakeClock(0);
-    const transport = new PushTransport();
-    const gate = gatedHandler();
-    const endpoint = new Endpoint({ name: 'push', transport, clock, concurrency: 4, handler: gate.handler });
-    await endpoint.start();
+    const { clock, transport, gate, endpoint } = await startGated(4);
     const first = transport.push('x');
     const second = transport.push('x');
     await clock.advance(0);

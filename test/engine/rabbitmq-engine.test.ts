@@ -14,7 +14,7 @@ import { constant } from '../../src/backoff/constant.js';
 import { HEADER } from '../../src/headers/names.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { RabbitMqTransport, type RabbitMqTransportEvents, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
-import { closeConnectionsNamed, RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { closeConnectionsNamed, deleteQueues, RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
 import { userHeadersAtTheLimit } from '../support/large-headers.js';
 
 const skip = await rabbitSkipReason();
@@ -63,15 +63,8 @@ describe.skipIf(Boolean(skip))('the endpoint on RabbitMQ', () => {
 
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
-    const connection = await amqp.connect(RABBITMQ_URL);
-    for (const q of queues) {
-      const ch = await connection.createChannel();
-      ch.on('error', () => undefined);
-      await ch.deleteQueue(q).catch(() => undefined);
-      await ch.close().catch(() => undefined);
-    }
+    await deleteQueues(queues);
     queues.clear();
-    await connection.close();
   });
 
   it('retries a dead-letter the broker nacks (full error queue), then releases the message; it lands there once there is room', async () => {
