@@ -8,7 +8,7 @@
 export { Endpoint, formatDelay, type EndpointStats } from './endpoint/endpoint.js';
 export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
 export type { MessageContext, RequeueOptions } from './endpoint/context.js';
-export type { EndpointEvents, FailureEvent } from './endpoint/events.js';
+export type { EndpointEvents, FailureEvent, SettlementFailedEvent, SettlementOutcome } from './endpoint/events.js';
 export { OptionError } from './endpoint/validate.js';
 export { Producer, type ProducerOptions, type ProducerRetryOptions, type SendOptions, type ProducerEvents, type ProducerStats } from './producer/producer.js';
 export { ThrottledError, FatalSendError, SendTimeoutError, SendFailedError, type SendAttempt, type SendErrorKind } from './producer/errors.js';
@@ -46,3 +46,4 @@ export type {
   OutgoingMessage,
   Headers,
 } from './transport/types.js';
+export { isDeliveryGone, type DeliveryGone } from './transport/delivery-gone.js';

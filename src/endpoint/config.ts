@@ -21,6 +21,7 @@ export interface EndpointConfig<T> {
   readonly handler: Handler<T>;
   readonly concurrency: number;
   readonly leaseMs: number;
+  readonly settlementRetries: number;
   readonly immediateRetries: number;
   readonly delayedRetries: number;
   readonly delayedBackoff: Backoff;
@@ -57,6 +58,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     handler: fn<Handler<T>>('handler', options.handler),
     concurrency: wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
+    settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),
     delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
     delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),

@@ -1,3 +1,4 @@
+import { connectionBackoff } from '../backoff/connection.js';
 import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
@@ -7,12 +8,15 @@ import type { FailureContext } from '../policy/context.js';
 import { deadLetter, type Decision } from '../policy/decision.js';
 import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
 import { DeserializationError } from '../policy/errors.js';
+import { isDeliveryGone } from '../transport/delivery-gone.js';
 import type { Delivery, Subscription } from '../transport/types.js';
+import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
-import type { EndpointEvents, FailureEvent } from './events.js';
+import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.js';
 import type { EndpointOptions } from './options.js';
 import { duration } from './validate.js';
+import { MAX_TIMER_MS } from '../time/clock.js';
 
 /** Counters an endpoint keeps since it started. */
 export interface EndpointStats {
@@ -24,7 +28,9 @@ export interface EndpointStats {
   duplicates: number;
   deadLettered: number;
   discarded: number;
+  /** Settlement tries that failed (each try counts). */
   settlementFailures: number;
+  /** Deliveries the endpoint holds: running, waiting for a slot, or waiting for a copy with their id to finish. */
   inFlight: number;
 }
 
@@ -38,7 +44,10 @@ type State = 'idle' | 'running' | 'stopping' | 'stopped';
 export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly config: EndpointConfig<T>;
   readonly #policy: (context: FailureContext) => Decision;
-  readonly #inFlight = new Set<Promise<void>>();
+  /** Every handler run and every hand-back under way, for a graceful stop. */
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #admission: Admission<Delivery>;
+  readonly #settlementBackoff = connectionBackoff();
   readonly #stopping = new AbortController();
   readonly #flow: FlowController;
   #subscription: Promise<Subscription> | undefined;
@@ -58,8 +67,9 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   };
 
   constructor(options: EndpointOptions<T>) {
-    super((error, event) => this.config.logger.error({ err: error, event: String(event) }, 'redeliver: an event listener threw'));
+    super((error, event) => this.#log('error', { err: error, event: String(event) }, 'redeliver: an event listener threw'));
     this.config = resolveEndpointConfig(options);
+    this.#admission = new Admission(this.config.concurrency, (delivery) => this.#launch(delivery));
     const base = defaultPolicy({ ...this.config });
     const custom = this.config.policy;
     this.#policy = custom ? (context) => custom(context, base(context)) : base;
@@ -74,7 +84,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   /** A snapshot of the counters. */
   get stats(): EndpointStats {
-    return { ...this.#stats, inFlight: this.#inFlight.size };
+    return { ...this.#stats, inFlight: this.#admission.held };
   }
 
   /** Whether the endpoint is consuming. */
@@ -106,8 +116,9 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   }
 
   /**
-   * Stops taking messages, aborts the handlers' `signal`, lets in-flight
-   * handlers finish and settle, and leaves every other message in the store.
+   * Stops taking messages, hands back at once the deliveries waiting for a
+   * slot, aborts the handlers' `signal`, lets running handlers finish and
+   * settle, and leaves every other message in the store.
    */
   stop(): Promise<void> {
     this.#stopped ??= this.#stop();
@@ -123,8 +134,11 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     this.#flow.stop();
     const subscription = await this.#subscription?.catch(() => undefined);
     await subscription?.pause();
+    for (const delivery of this.#admission.takeWaiting()) {
+      this.#track(this.#settle(delivery, 'release', () => delivery.release()).then(() => this.#admission.left()));
+    }
     this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     await subscription?.close();
     this.#state = 'stopped';
   }
@@ -138,8 +152,43 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         .catch(() => undefined);
       return;
     }
-    const task = this.#process(delivery).finally(() => this.#inFlight.delete(task));
-    this.#inFlight.add(task);
+    this.#admission.admit(delivery);
+  }
+
+  /** Runs a delivery the admission let through; one the stop overtook goes back at once. */
+  #launch(delivery: Delivery): void {
+    const run = this.#state === 'running' ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    this.#track(
+      run.then(
+        () => undefined,
+        (error: unknown) => this.#rescue(delivery, error),
+      ),
+      () => this.#admission.finished(delivery),
+    );
+  }
+
+  #track(work: Promise<unknown>, after?: () => void): void {
+    const task = work.then(() => {
+      this.#tasks.delete(task);
+      after?.();
+    });
+    this.#tasks.add(task);
+  }
+
+  /**
+   * Something threw outside the handler (a logger, a deduplication store, a
+   * bad `requeue` option): the delivery must not stay unsettled, so it is
+   * released. One already settled refuses, and is left as it is.
+   */
+  async #rescue(delivery: Delivery, error: unknown): Promise<void> {
+    try {
+      await delivery.release();
+    } catch (releaseError) {
+      if (isDeliveryGone(releaseError)) return;
+      this.#log('error', { err: error, releaseErr: releaseError, messageId: delivery.id, queue: delivery.queue }, `redeliver: handling message '${delivery.id}' failed outside the handler, and it could not be released; the broker will deliver it again`);
+      return;
+    }
+    this.#log('error', { err: error, messageId: delivery.id, queue: delivery.queue }, `redeliver: handling message '${delivery.id}' failed outside the handler; released it to be delivered again`);
   }
 
   async #process(delivery: Delivery): Promise<void> {
@@ -368,16 +417,74 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
   }
 
-  /** Runs a settlement; when the broker refuses, reports it: the broker still holds the message. */
+  /**
+   * Runs a settlement. When it fails and the delivery is still held, it is
+   * tried again after the connection backoff, up to `settlementRetries`
+   * times, then the message is released; while stopping it is released at
+   * once. A delivery that is gone is left to the broker's redelivery.
+   * Resolves whether the settlement took effect.
+   */
   async #settle(delivery: Delivery, action: string, settle: () => Promise<void>): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await settle();
+        return true;
+      } catch (error) {
+        this.#stats.settlementFailures++;
+        if (action === 'release' || isDeliveryGone(error)) {
+          this.#settlementFailed(delivery, action, error, attempt, 'redelivered');
+          return false;
+        }
+        const retryInMs = this.#state === 'running' && attempt <= this.config.settlementRetries ? this.#settlementDelay(attempt) : undefined;
+        if (retryInMs === undefined) {
+          await this.#releaseAfterFailure(delivery, action, error, attempt);
+          return false;
+        }
+        this.#settlementFailed(delivery, action, error, attempt, 'retrying', retryInMs);
+        try {
+          await this.config.clock.sleep(retryInMs, this.#stopping.signal);
+        } catch {
+          await this.#releaseAfterFailure(delivery, action, error, attempt);
+          return false;
+        }
+      }
+    }
+  }
+
+  #settlementDelay(attempt: number): number {
+    const delay = this.#settlementBackoff({ attempt, previousDelayMs: undefined, elapsedMs: 0, random: this.config.random }) ?? 0;
+    return Math.min(Math.max(0, Math.round(delay)), MAX_TIMER_MS);
+  }
+
+  async #releaseAfterFailure(delivery: Delivery, action: string, error: unknown, attempt: number): Promise<void> {
     try {
-      await settle();
-      return true;
-    } catch (error) {
-      this.#stats.settlementFailures++;
-      this.config.logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, action }, `Could not ${action} message '${delivery.id}'; the broker will deliver it again`);
-      this.emit('settlementFailed', { messageId: delivery.id, queue: delivery.queue, action, error });
-      return false;
+      await delivery.release();
+    } catch (releaseError) {
+      this.#settlementFailed(delivery, action, error, attempt, 'redelivered', undefined, releaseError);
+      return;
+    }
+    this.#settlementFailed(delivery, action, error, attempt, 'released');
+  }
+
+  #settlementFailed(delivery: Delivery, action: string, error: unknown, attempt: number, outcome: SettlementOutcome, retryInMs?: number, releaseError?: unknown): void {
+    const { id, queue } = delivery;
+    const summary = summarizeError(error);
+    const what = `Could not ${action} message '${id}' (attempt ${attempt}): ${summary.name}: ${summary.message}`;
+    const fields = { err: error, messageId: id, queue, action, attempt, outcome };
+    if (outcome === 'retrying') this.#log('warn', { ...fields, retryInMs }, `${what}; trying again in ${formatDelay(retryInMs!)}`);
+    else if (outcome === 'released') this.#log('error', fields, `${what}; released it to queue '${queue}' to be delivered again`);
+    else if (releaseError !== undefined) {
+      this.#log('error', { ...fields, releaseErr: releaseError }, `${what}; nor could it be released: the broker will deliver it again once its lease ends or its channel closes`);
+    } else this.#log('error', fields, `${what}; the broker will deliver it again`);
+    this.emit('settlementFailed', { messageId: id, queue, action, error, attempt, outcome, ...(retryInMs === undefined ? {} : { retryInMs }) });
+  }
+
+  /** Logs a line; a logger that throws cannot disturb settlement. */
+  #log(level: 'info' | 'warn' | 'error', fields: object, message: string): void {
+    try {
+      this.config.logger[level](fields, message);
+    } catch {
+      // Nothing left to report it to.
     }
   }
 

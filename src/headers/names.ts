@@ -57,6 +57,12 @@ export const HEADER_PREFIX = 'redeliver-';
 export const LIMITS = {
   /** Entries kept in the failure history. */
   historyEntries: 10,
+  /**
+   * UTF-8 bytes of the history header: the oldest entries are dropped until it
+   * fits, so no transport's value bound (RabbitMQ: 8 KiB) cuts it into JSON
+   * that no longer parses.
+   */
+  historyBytes: 8 * 1024,
   /** Characters of an error message kept in a history entry. */
   historyMessageChars: 500,
   /** Characters of the last error message. */

@@ -33,7 +33,10 @@ export interface OutgoingMessage {
  * One delivery of a message, held under a lease until settled. Exactly one
  * settlement call takes effect; settlement is final once it resolves. A
  * delivery that is never settled comes back after its lease expires (or when
- * the connection that holds it closes).
+ * the connection that holds it closes). A settlement that fails because the
+ * delivery can no longer be settled at all rejects with an error marked
+ * `deliveryGone: true` (see `isDeliveryGone`); any other failure leaves the
+ * delivery held, to be settled again or released.
  */
 export interface Delivery {
   readonly id: string;

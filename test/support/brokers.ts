@@ -55,3 +55,18 @@ export async function closeConnectionsNamed(connectionName: string, reason = 'te
   for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
   return pids.length;
 }
+
+/** Deletes the test's own queues on the shared broker, each on a fresh channel (a missing queue closes its channel). */
+export async function deleteQueues(queues: Iterable<string>): Promise<void> {
+  const connection = await amqp.connect(RABBITMQ_URL);
+  try {
+    for (const q of queues) {
+      const ch = await connection.createChannel();
+      ch.on('error', () => undefined);
+      await ch.deleteQueue(q).catch(() => undefined);
+      await ch.close().catch(() => undefined);
+    }
+  } finally {
+    await connection.close();
+  }
+}

@@ -39,6 +39,8 @@ interface DelayedMessage {
 /** A settlement was asked of a delivery that is already settled. */
 export class AlreadySettledError extends Error {
   override readonly name = 'AlreadySettledError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
 }
 
 /**

@@ -156,6 +156,8 @@ export class ReconnectFailedError extends Error {
  */
 export class StaleDeliveryError extends Error {
   override readonly name: string = 'StaleDeliveryError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
   }
@@ -164,6 +166,8 @@ export class StaleDeliveryError extends Error {
 /** A second settlement of a delivery that is already settled (or being settled). */
 export class AlreadySettledError extends Error {
   override readonly name: string = 'AlreadySettledError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(id: string, queue: string) {
     super(`rabbitmq: delivery of message ${JSON.stringify(id)} from ${JSON.stringify(queue)} is already settled`);
   }
@@ -172,6 +176,8 @@ export class AlreadySettledError extends Error {
 /** An operation on a transport that was closed with `close()`. */
 export class TransportClosedError extends Error {
   override readonly name: string = 'TransportClosedError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(operation: string) {
     super(`rabbitmq: cannot ${operation}: the transport is closed`);
   }
