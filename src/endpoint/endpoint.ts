@@ -96,7 +96,15 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const base = defaultPolicy(this.#retry);
     const custom = config.policy;
     this.#policy = custom ? (context) => custom(context, base(context)) : base;
-    this.#flow = new FlowController(config.flow, config.concurrency, config.clock, config.random, this.#logger, (event, args) => this.emit(event, args as EndpointEvents[typeof event]));
+    this.#flow = new FlowController(
+      config.flow,
+      config.concurrency,
+      config.clock,
+      config.random,
+      this.#logger,
+      (event, args) => this.emit(event, args as EndpointEvents[typeof event]),
+      (limit) => this.#admission.setLimit(limit),
+    );
   }
 
   /** Consumer backoff, rate limiting and retry budget state. */
@@ -404,8 +412,9 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         return false;
       }
       await this.#recordHandled(delivery);
+      // Before the ack: the ack frees the slot, and the next message's outcome must not reach flow control first.
+      this.#flow.onSuccess(attempts > 1);
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
-        this.#flow.onSuccess(attempts > 1);
         this.#stats.handled++;
         this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
       }

@@ -54,6 +54,8 @@ export class FlowController {
     private readonly random: Random,
     private readonly logger: Logger,
     private readonly emit: <K extends keyof FlowEvents>(event: K, args: FlowEvents[K]) => void,
+    /** Told at once, before the subscription follows, how many messages may run: 0 while paused, 1 while probing or rate limited. */
+    private readonly limitRunning: (limit: number) => void = () => undefined,
   ) {
     this.#applied.prefetch = concurrency;
     if (config.retryBudget) this.#budget = fullBudget(config.retryBudget, clock.now());
@@ -197,20 +199,33 @@ export class FlowController {
     return this.config.retryBudget?.deferMs ?? nextDelayedMs ?? DEFAULTS.retryBudgetDeferMs;
   }
 
-  /** Brings the subscription in line with the state, one change at a time. */
+  /**
+   * Brings the endpoint's running limit in line with the state at once, and
+   * the subscription one change at a time: a pause before a prefetch change,
+   * so a paused consumer is never handed a message by a raised prefetch.
+   */
   #apply(): void {
+    const limit = () => ({
+      paused: this.#backoffUntil !== undefined || this.#rateWaitUntil !== undefined,
+      prefetch: this.#probing || this.#rate.limited ? 1 : this.concurrency,
+    });
+    const now = limit();
+    if (!this.#stop.signal.aborted) this.limitRunning(now.paused ? 0 : now.prefetch);
     this.#applying = this.#applying.then(async () => {
       const sub = this.#subscription;
       if (!sub || this.#stop.signal.aborted) return;
-      const paused = this.#backoffUntil !== undefined || this.#rateWaitUntil !== undefined;
-      const prefetch = this.#probing || this.#rate.limited ? 1 : this.concurrency;
+      const { paused, prefetch } = limit();
+      if (paused && !this.#applied.paused) {
+        await sub.pause();
+        this.#applied.paused = true;
+      }
       if (prefetch !== this.#applied.prefetch) {
         await sub.setPrefetch(prefetch);
         this.#applied.prefetch = prefetch;
       }
-      if (paused !== this.#applied.paused) {
-        await (paused ? sub.pause() : sub.resume());
-        this.#applied.paused = paused;
+      if (!paused && this.#applied.paused) {
+        await sub.resume();
+        this.#applied.paused = false;
       }
     }).catch((error: unknown) => {
       this.logger.error({ err: error }, 'redeliver: flow control could not change the subscription');
