@@ -8,6 +8,7 @@ import type { FailureContext } from '../policy/context.js';
 import { deadLetter, type Decision } from '../policy/decision.js';
 import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
 import { DeserializationError } from '../policy/errors.js';
+import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
 import type { Delivery, Subscription } from '../transport/types.js';
 import { Admission } from './admission.js';
@@ -295,17 +296,18 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
 
     const dedup = config.deduplication;
+    let token: string | undefined;
     if (dedup) {
-      const claimed = await this.#claim(delivery, state);
-      if (!claimed) return;
+      token = await this.#claim(delivery, state);
+      if (token === undefined) return;
     }
     let completed = false;
     try {
-      completed = await this.#run(delivery, message, state);
+      completed = await this.#run(delivery, message, state, token);
     } finally {
       if (dedup && !completed) {
         await Promise.resolve()
-          .then(() => dedup.abandon(delivery.id))
+          .then(() => dedup.abandon(delivery.id, token!))
           .catch((error: unknown) => this.#logger.error({ err: error, messageId: delivery.id }, 'redeliver: could not release a deduplication claim'));
       }
     }
@@ -317,11 +319,11 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    * does not stop its settlement: the failure is logged, and a later copy of
    * the id may be handled again.
    */
-  async #recordHandled(delivery: Delivery): Promise<void> {
+  async #recordHandled(delivery: Delivery, token: string | undefined): Promise<void> {
     const dedup = this.config.deduplication;
-    if (!dedup) return;
+    if (!dedup || token === undefined) return;
     try {
-      await dedup.complete(delivery.id, this.config.clock.now());
+      await dedup.complete(delivery.id, token, this.config.clock.now());
     } catch (error) {
       this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue }, `redeliver: the deduplication store could not record message '${delivery.id}' as handled; settling it anyway, and a later copy may be handled again`);
     }
@@ -330,34 +332,39 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   /**
    * Claims the message id in the deduplication store. A copy handled within
    * the window is acknowledged without running the handler; a copy that
-   * another consumer is handling right now waits in the broker.
+   * another consumer is handling right now waits in the broker. Resolves
+   * the claim's token, or undefined when the handler must not run.
    */
-  async #claim(delivery: Delivery, state: RetryState): Promise<boolean> {
+  async #claim(delivery: Delivery, state: RetryState): Promise<string | undefined> {
     const { config } = this;
-    let claim;
+    let claim: DedupClaim;
     try {
       claim = await config.deduplication!.begin(delivery.id, config.clock.now(), config.leaseMs);
+      if (!['claimed', 'busy', 'duplicate'].includes(claim?.outcome) || (claim.outcome === 'claimed' && typeof claim.token !== 'string')) {
+        throw new TypeError(`the deduplication store's begin returned ${JSON.stringify(claim)}, not a DedupClaim`);
+      }
     } catch (error) {
-      this.#logger.error({ err: error, messageId: delivery.id }, `Deduplication store failed; message '${delivery.id}' goes back to the broker`);
+      this.#logger.error({ err: error, messageId: delivery.id }, `redeliver: the deduplication store failed; message '${delivery.id}' goes back to the broker`);
       await this.#settle(delivery, 'release', () => delivery.release());
-      return false;
+      return undefined;
     }
-    if (claim === 'claimed') return true;
-    if (claim === 'busy') {
+    if (claim.outcome === 'claimed') return claim.token;
+    if (claim.outcome === 'busy') {
       const context = this.#failureContext(delivery, new Error('another copy is being handled'), state, 0, state.attempts, state.history);
       await this.#defer(delivery, context, DEFAULTS.dedupBusyRetryMs, 'in-progress', false);
-      return false;
+      return undefined;
     }
     if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
       this.#stats.duplicates++;
       this.#logger.info({ messageId: delivery.id, queue: delivery.queue }, `Skipping message '${delivery.id}': a copy was already handled`);
       this.emit('duplicate', { messageId: delivery.id, queue: delivery.queue });
     }
-    return false;
+    return undefined;
   }
 
+
   /** Runs the handler with immediate retries; resolves true when the message was handled or discarded. */
-  async #run(delivery: Delivery, message: T, state: RetryState): Promise<boolean> {
+  async #run(delivery: Delivery, message: T, state: RetryState, dedupToken: string | undefined): Promise<boolean> {
     const { config } = this;
     if (state.attempts > 0 && !this.#flow.allowRedelivery()) {
       // A retried message is a retry for the budget too: with none left it waits again, untouched.
@@ -403,7 +410,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
           this.emit('immediateRetry', failureEvent(failure));
           continue;
         }
-        if (decision.kind === 'discard') await this.#recordHandled(delivery);
+        if (decision.kind === 'discard') await this.#recordHandled(delivery, dedupToken);
         await this.#carryOut(delivery, failure, decision);
         return decision.kind === 'discard';
       }
@@ -411,7 +418,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         await this.#requeue(delivery, state, attempts, history, requeue);
         return false;
       }
-      await this.#recordHandled(delivery);
+      await this.#recordHandled(delivery, dedupToken);
       // Before the ack: the ack frees the slot, and the next message's outcome must not reach flow control first.
       this.#flow.onSuccess(attempts > 1);
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
