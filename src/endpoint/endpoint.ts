@@ -390,7 +390,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
           requeue = requeueOptions(options);
         },
       };
-      const startedAt = config.clock.now();
+      const startedAt = config.clock.monotonic();
       if (attempts === 1) this.#flow.onFirstAttempt();
       try {
         await config.handler(message, context);
@@ -423,7 +423,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       this.#flow.onSuccess(attempts > 1);
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
         this.#stats.handled++;
-        this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
+        this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.monotonic() - startedAt });
       }
       return true;
     }

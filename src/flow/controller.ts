@@ -58,7 +58,7 @@ export class FlowController {
     private readonly limitRunning: (limit: number) => void = () => undefined,
   ) {
     this.#applied.prefetch = concurrency;
-    if (config.retryBudget) this.#budget = fullBudget(config.retryBudget, clock.now());
+    if (config.retryBudget) this.#budget = fullBudget(config.retryBudget, clock.monotonic());
   }
 
   /** Whether any part is on. */
@@ -67,7 +67,7 @@ export class FlowController {
   }
 
   get state(): FlowState {
-    const budget = this.config.retryBudget && this.#budget ? refill(this.config.retryBudget, this.#budget, this.clock.now()).tokens : undefined;
+    const budget = this.config.retryBudget && this.#budget ? refill(this.config.retryBudget, this.#budget, this.clock.monotonic()).tokens : undefined;
     return {
       backoffCounter: this.#backoff.counter,
       backingOff: this.#backoffUntil !== undefined,
@@ -90,7 +90,7 @@ export class FlowController {
   /** A message's first handler attempt. */
   onFirstAttempt(): void {
     const budget = this.config.retryBudget;
-    if (budget && this.#budget) this.#budget = depositFirstAttempt(budget, this.#budget, this.clock.now());
+    if (budget && this.#budget) this.#budget = depositFirstAttempt(budget, this.#budget, this.clock.monotonic());
   }
 
   /** Any handler attempt failed with an error that retries could fix. */
@@ -104,7 +104,7 @@ export class FlowController {
       this.emit('rateLimitStarted', { consecutiveFailures: state.consecutiveFailures });
     }
     if (state.limited) {
-      const until = this.clock.now() + rate.waitMs;
+      const until = this.clock.monotonic() + rate.waitMs;
       this.#rateWaitUntil = until;
       this.#apply();
       void this.clock.sleep(rate.waitMs, this.#stop.signal).then(
@@ -124,7 +124,7 @@ export class FlowController {
     const { state, durationMs } = backoffOnFailure(settings, this.#backoff, this.random);
     this.#backoff = state;
     this.#probing = false;
-    const until = this.clock.now() + durationMs;
+    const until = this.clock.monotonic() + durationMs;
     this.#backoffUntil = until;
     this.logger.warn({ backoffCounter: state.counter, durationMs }, `Consumer backing off for ${durationMs} ms (backoff level ${state.counter})`);
     this.emit('consumerBackoffStarted', { counter: state.counter, durationMs });
@@ -143,7 +143,7 @@ export class FlowController {
   /** A message was handled; `wasRetry` when the attempt that succeeded was a retry. */
   onSuccess(wasRetry: boolean): void {
     const budget = this.config.retryBudget;
-    if (budget && this.#budget && wasRetry) this.#budget = refundRetry(budget, this.#budget, this.clock.now());
+    if (budget && this.#budget && wasRetry) this.#budget = refundRetry(budget, this.#budget, this.clock.monotonic());
     if (this.config.consumerBackoff) {
       this.#backoff = backoffOnSuccess(this.#backoff);
       if (this.#probing) {
@@ -170,7 +170,7 @@ export class FlowController {
    * message back for and why.
    */
   immediateRetryVerdict(nextDelayedMs: number | undefined): { deferMs: number; reason: DeferReason } | undefined {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     if (this.#backoffUntil !== undefined) return { deferMs: Math.max(0, this.#backoffUntil - now), reason: 'backoff' };
     if (this.#rate.limited && this.config.rateLimit) return { deferMs: this.config.rateLimit.waitMs, reason: 'rate-limit' };
     const budget = this.config.retryBudget;
@@ -189,7 +189,7 @@ export class FlowController {
   allowRedelivery(): boolean {
     const budget = this.config.retryBudget;
     if (!budget || !this.#budget) return true;
-    const { state, allowed } = trySpend(budget, this.#budget, this.clock.now());
+    const { state, allowed } = trySpend(budget, this.#budget, this.clock.monotonic());
     this.#budget = state;
     return allowed;
   }

@@ -508,7 +508,7 @@ export class ConnectionManager {
     ) {
       const channel = session.confirm;
       return new Promise<void>((resolve, reject) => {
-        const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => reject(this.#timedOut(request, true)));
+        const deadline = this.#deadlines.add(this.options.confirmTimeoutMs, () => reject(this.#timedOut(request, true)));
         this.#write(session, channel, request, deadline, resolve, reject);
       });
     }
@@ -518,7 +518,7 @@ export class ConnectionManager {
   /** The publish path that waits: for a connection, the gate, the queue's declaration or the confirm channel. */
   async #publishWhenReady(request: PublishRequest, prepare: ((session: Session) => Promise<unknown>) | undefined, declaredQueue: string | undefined): Promise<void> {
     const abort = new AbortController();
-    const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => abort.abort(TIMED_OUT));
+    const deadline = this.#deadlines.add(this.options.confirmTimeoutMs, () => abort.abort(TIMED_OUT));
     let written = false;
     try {
       const session = await this.whenReady(abort.signal);
