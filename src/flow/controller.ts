@@ -4,7 +4,7 @@ import type { Clock } from '../time/clock.js';
 import type { Random } from '../time/random.js';
 import type { Subscription } from '../transport/types.js';
 import type { FlowConfig } from './config.js';
-import { backoffOnFailure, backoffOnSuccess, INITIAL_CONSUMER_BACKOFF, type ConsumerBackoffState } from './consumer-backoff.js';
+import { backoffDuration, backoffOnFailure, backoffOnSuccess, INITIAL_CONSUMER_BACKOFF, type ConsumerBackoffState } from './consumer-backoff.js';
 import { INITIAL_RATE_LIMIT, rateLimitOnFailure, rateLimitOnSuccess, type RateLimitState } from './rate-limit.js';
 import { depositFirstAttempt, fullBudget, refill, refundRetry, trySpend, type RetryBudgetState } from './retry-budget.js';
 
@@ -123,6 +123,12 @@ export class FlowController {
     if (!settings || this.#backoffUntil !== undefined) return;
     const { state, durationMs } = backoffOnFailure(settings, this.#backoff, this.random);
     this.#backoff = state;
+    this.#backOff(durationMs);
+  }
+
+  /** Stops taking messages for `durationMs`, then probes with one. */
+  #backOff(durationMs: number): void {
+    const state = this.#backoff;
     this.#probing = false;
     const until = this.clock.monotonic() + durationMs;
     this.#backoffUntil = until;
@@ -144,9 +150,12 @@ export class FlowController {
   onSuccess(wasRetry: boolean): void {
     const budget = this.config.retryBudget;
     if (budget && this.#budget && wasRetry) this.#budget = refundRetry(budget, this.#budget, this.clock.monotonic());
-    if (this.config.consumerBackoff) {
+    const backoff = this.config.consumerBackoff;
+    if (backoff) {
       this.#backoff = backoffOnSuccess(this.#backoff);
-      if (this.#probing) {
+      if (this.#probing && backoff.resume === 'at-zero' && this.#backoff.counter > 0) {
+        this.#backOff(backoffDuration(backoff, this.#backoff.counter, this.random));
+      } else if (this.#probing) {
         this.#probing = false;
         this.logger.info({ backoffCounter: this.#backoff.counter }, 'Consumer backoff ended: back to full speed');
         this.emit('consumerBackoffEnded', { counter: this.#backoff.counter });

@@ -10,7 +10,7 @@ import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { sendJson } from '../support/engine-harness.js';
 
 /** Runs messages whose first attempt fails ('F') or succeeds ('S'), one at a time, and records the backoffs and when each handler ran. */
-async function run(outcomes: string[], handlerKind: 'sync' | 'async') {
+async function run(outcomes: string[], handlerKind: 'sync' | 'async', resume?: 'on-success' | 'at-zero') {
   const clock = new FakeClock(0);
   const transport = new MemoryTransport({ clock });
   let seq = 0;
@@ -21,7 +21,7 @@ async function run(outcomes: string[], handlerKind: 'sync' | 'async') {
     transport,
     clock,
     concurrency: 1,
-    flowControl: { consumerBackoff: true },
+    flowControl: { consumerBackoff: resume ? { resume } : true },
     recoverability: { immediateRetries: 0, delayedRetries: 1, delayedBackoff: () => 3_600_000 },
     handler:
       handlerKind === 'sync'
@@ -58,5 +58,19 @@ describe('consumer backoff on an endpoint with concurrency 1', () => {
       if (next) expect(next.at).toBeGreaterThanOrEqual(b.at + b.durationMs);
     }
     expect(ran.map((r) => r.at)).toEqual([0, 2_000, 6_000, 6_000]);
+  });
+});
+
+describe('when the consumer returns to full speed', () => {
+  it("on-success (NsqSharp, the default): after the first successful probe", async () => {
+    const { backoffs, ran } = await run(['F', 'F', 'F', 'S', 'S', 'S'], 'async', 'on-success');
+    expect(backoffs.map((b) => b.durationMs)).toEqual([2_000, 4_000, 8_000]);
+    expect(ran.map((r) => r.at)).toEqual([0, 2_000, 6_000, 14_000, 14_000, 14_000]);
+  });
+
+  it('at-zero (go-nsq): backs off again after each successful probe until the counter is 0', async () => {
+    const { backoffs, ran } = await run(['F', 'F', 'F', 'S', 'S', 'S'], 'async', 'at-zero');
+    expect(backoffs.map((b) => b.durationMs)).toEqual([2_000, 4_000, 8_000, 4_000, 2_000]);
+    expect(ran.map((r) => r.at)).toEqual([0, 2_000, 6_000, 14_000, 18_000, 20_000]);
   });
 });
