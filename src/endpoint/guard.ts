@@ -2,13 +2,14 @@ import type { Backoff } from '../backoff/types.js';
 import { summarizeError } from '../headers/failure.js';
 import type { Logger } from '../logger.js';
 import type { UnrecoverablePredicate } from '../policy/classify.js';
+import type { FailureReason } from '../policy/decision.js';
 
 /**
  * A user-supplied part of the message path other than the handler. Each name
  * is also the reason recorded when that part's failure sends a message to
  * the error queue.
  */
-export type UserPart = 'unrecoverable-predicate' | 'backoff' | 'policy';
+export type UserPart = Extract<FailureReason, 'unrecoverable-predicate' | 'backoff' | 'policy'>;
 
 /**
  * A user-supplied part threw or answered nonsense. It will do so again for
