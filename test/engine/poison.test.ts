@@ -172,18 +172,11 @@ describe('a failing deduplication store', () => {
 describe('a throwing logger', () => {
   it('cannot stop a message from being handled or retried', async () => {
     let calls = 0;
+    const fail = () => {
+      throw new Error('logger bug');
+    };
     const r = await runOne({
-      logger: {
-        info: () => {
-          throw new Error('logger bug');
-        },
-        warn: () => {
-          throw new Error('logger bug');
-        },
-        error: () => {
-          throw new Error('logger bug');
-        },
-      },
+      logger: { info: fail, warn: fail, error: fail },
       handler: () => {
         if (++calls < 3) throw new Error('boom');
       },
