@@ -12,7 +12,7 @@ import { UsageError } from '../open-transport.js';
 import { InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
 import { isSendBackRefused } from '../../operations/send-back-destination.js';
-import { collect, interruption, queueName, TARGET_HELP, withTransport, write } from '../session.js';
+import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
 interface QueueOptions {
@@ -65,10 +65,10 @@ export function registerErrors(program: Command): void {
     errors
       .command('list')
       .description('group the messages of an error queue by failure signature, largest group first')
-      .argument('<target>', TARGET_HELP),
+      .argument('[target]', OPTIONAL_TARGET_HELP),
   )
     .option('--json', 'print JSON for scripts')
-    .action(async (target: string, opts: QueueOptions, command: Command) => {
+    .action(async (target: string | undefined, opts: QueueOptions, command: Command) => {
       await withErrorQueue(command, target, (ops, _transport, io) => listErrors(ops, target, opts, io));
     });
 
@@ -137,17 +137,17 @@ export function registerErrors(program: Command): void {
     errors
       .command('export')
       .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
-      .argument('<target>', TARGET_HELP),
+      .argument('[target]', OPTIONAL_TARGET_HELP),
   )
     .option('--out <file>', 'write to this file instead of stdout')
-    .action(async (target: string, opts: ExportOptions, command: Command) => {
+    .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
       await withErrorQueue(command, target, (ops, _transport, io) => exportErrors(ops, opts, io));
     });
 }
 
 async function withErrorQueue(
   command: Command,
-  target: string,
+  target: string | undefined,
   fn: (ops: ErrorQueueOperations, transport: Transport, io: CliIo) => Promise<void>,
 ): Promise<void> {
   await withTransport(command, target, async (transport, io) => {
@@ -167,7 +167,7 @@ function selectionOf(key: string | undefined, opts: SelectOptions): Selection {
 
 // ---------------------------------------------------------------- list
 
-async function listErrors(ops: ErrorQueueOperations, target: string, opts: QueueOptions, io: CliIo): Promise<void> {
+async function listErrors(ops: ErrorQueueOperations, target: string | undefined, opts: QueueOptions, io: CliIo): Promise<void> {
   const progress = new ProgressBar(io.stderr, 'reading', await ops.count(opts.errorQueue));
   const { scanned, groups } = await scanGroups(ops, opts.errorQueue, (n) => progress.tick(n));
   progress.finish();
@@ -200,7 +200,8 @@ async function listErrors(ops: ErrorQueueOperations, target: string, opts: Queue
     const frame = g.signature.topFrame === '' ? '' : ` · ${truncate(oneLine(g.signature.topFrame), 100)}`;
     lines.push(`  oldest key ${truncate(oneLine(g.keys[0] ?? '-'), 40)}${frame}`);
   });
-  lines.push('', `show one:      redeliver errors show ${target} <key>`, `retry a group: redeliver errors retry ${target} --group <signature>`);
+  const shown = oneLine(shownTarget(target));
+  lines.push('', `show one:      redeliver errors show ${shown} <key>`, `retry a group: redeliver errors retry ${shown} --group <signature>`);
   await write(io.stdout, `${lines.join('\n')}\n`);
 }
 
