@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
-import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities, TransportLimits } from '../../transport/types.js';
 import { ConnectionManager } from './connection.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
-import { resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
+import { MAX_PREFETCH, resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
 import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations.js';
 import { Publisher } from './publisher.js';
 import { classifyRabbitMqSendError } from './send-errors.js';
@@ -29,6 +29,8 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
 export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
   readonly capabilities: TransportCapabilities;
+  /** An endpoint's concurrency is its prefetch, which AMQP caps at 65 535. */
+  readonly limits: TransportLimits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
@@ -143,8 +145,8 @@ export class RabbitMqTransport implements Transport {
     this.#assertOpen('consume');
     if (typeof listener !== 'function') throw new TypeError('rabbitmq: consume needs a listener function');
     const prefetch = options?.prefetch;
-    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
-      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`);
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= MAX_PREFETCH)) {
+      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to ${MAX_PREFETCH}, got ${prefetch}`);
     }
     const subscription = new RabbitMqSubscription(
       {
