@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities, TransportLimits } from '../../transport/types.js';
+import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { ConnectionManager } from './connection.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
@@ -30,7 +30,7 @@ export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
   readonly capabilities: TransportCapabilities;
   /** An endpoint's concurrency is its prefetch, which AMQP caps at 65 535. */
-  readonly limits: TransportLimits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
+  readonly limits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
