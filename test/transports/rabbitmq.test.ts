@@ -588,6 +588,6 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     expect(got[1]!.headers['r']).toBe('1');
     await got[1]!.ack();
     expect(a.topology.levels).toBe(28);
-    expect(a.topology.level(27)).toBe('redeliver.delay.27');
+    expect(a.topology.level(27)).toBe('redeliver.delay-quorum.27');
   });
 });
