@@ -19,8 +19,9 @@ import { RabbitMqTransport, ScanLimitError, SendBackIncompleteError, errorQueueM
 import { RabbitMqOperations } from '../../src/transports/rabbitmq/operations.js';
 import { resolveOptions } from '../../src/transports/rabbitmq/options.js';
 import { Publisher } from '../../src/transports/rabbitmq/publisher.js';
-import { DELAY_LEVELS, delayTopologyNames } from '../../src/transports/rabbitmq/topology.js';
+import { DELAY_LEVELS } from '../../src/transports/rabbitmq/topology.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { deleteDelayTopology } from '../support/delay-topology.js';
 
 const skip = await rabbitSkipReason();
 const run = randomUUID().slice(0, 8);
@@ -102,19 +103,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
 
   afterAll(async () => {
     if (!admin) return;
-    const names = delayTopologyNames(prefix);
-    for (const queue of [...queues, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) {
-      const channel = await admin.createChannel();
-      channel.on('error', () => undefined);
-      await channel.deleteQueue(queue).catch(() => undefined);
-      await channel.close().catch(() => undefined);
-    }
-    for (const exchange of [names.deliver, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) {
-      const channel = await admin.createChannel();
-      channel.on('error', () => undefined);
-      await channel.deleteExchange(exchange).catch(() => undefined);
-      await channel.close().catch(() => undefined);
-    }
+    await deleteDelayTopology(admin, prefix, queues);
     await admin.close();
   });
 
@@ -293,12 +282,15 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
     await retried[0]!.retryLater(2 ** 20, {});
     await sub.close();
 
-    const level20 = delayTopologyNames(prefix).level(20);
+    const level20 = t.topology.level(20);
     const own = await t.inspection.queueDepths();
     expect(own.filter((d) => d.kind !== 'retry')).toEqual([
-      { queue: errorQueue, kind: 'error', ready: 2, delayed: 0, inFlight: 0 },
-      { queue: work, kind: 'work', ready: 0, delayed: 0, inFlight: 0 },
-    ].sort((a, b) => a.queue.localeCompare(b.queue)));
+      ...[
+        { queue: errorQueue, kind: 'error', ready: 2, delayed: 0, inFlight: 0 },
+        { queue: work, kind: 'work', ready: 0, delayed: 0, inFlight: 0 },
+      ].sort((a, b) => a.queue.localeCompare(b.queue)),
+      { queue: t.topology.unroutable, kind: 'error', ready: 0, delayed: 0, inFlight: 0 },
+    ]);
     const levels = own.filter((d) => d.kind === 'retry');
     expect(levels).toHaveLength(DELAY_LEVELS);
     expect(levels.find((d) => d.queue === level20)).toEqual({ queue: level20, kind: 'retry', ready: 0, delayed: 1, inFlight: 0 });

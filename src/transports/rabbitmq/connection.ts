@@ -149,7 +149,7 @@ export class ConnectionManager {
     private readonly emit: EmitEvent,
     private readonly stats: RabbitMqStats,
   ) {
-    this.names = delayTopologyNames(options.topologyPrefix);
+    this.names = delayTopologyNames(options.topologyPrefix, options.delayLevels);
     this.#deadlines = new Deadlines(options.clock);
   }
 

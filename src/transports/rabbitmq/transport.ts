@@ -15,7 +15,8 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
  * A transport on RabbitMQ (AMQP 0-9-1, through amqplib).
  *
  * - Delayed retries wait in the broker, in 28 shared delay-level queues
- *   (level `n` holds a message `2^n` ms), never in a timer of this process.
+ *   (level `n` holds a message `2^n` ms), never in a timer of this process;
+ *   by default quorum queues whose hops are dead-lettered at least once.
  * - Retry and error-queue copies are confirmed by the broker before the
  *   original is acked: a crash between the two gives a duplicate, never a
  *   loss (`stats.duplicateWindow`).
@@ -69,9 +70,13 @@ export class RabbitMqTransport implements Transport {
     return { ...this.#stats };
   }
 
-  /** The names of the shared delay topology (exchanges and queues `<prefix>.delay.NN`, exchange `<prefix>.delay.deliver`). */
+  /**
+   * The names of the shared delay topology this transport uses (exchanges and
+   * queues `<prefix>.delay-quorum.NN` or, with classic `delayLevels`,
+   * `<prefix>.delay.NN`, and their deliver exchange).
+   */
   get topology(): DelayTopologyNames & { readonly levels: number } {
-    return { ...delayTopologyNames(this.#options.topologyPrefix), levels: DELAY_LEVELS };
+    return { ...delayTopologyNames(this.#options.topologyPrefix, this.#options.delayLevels), levels: DELAY_LEVELS };
   }
 
   /**
