@@ -183,6 +183,26 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
     await deliveries[3]!.ack();
   });
 
+  it('a retry copy into a deleted delay exchange fails (404), and the next retry declares the levels again and comes back', async () => {
+    const t = open();
+    const queue = queueName('retry-exchange');
+    const deliveries: RabbitMqDelivery[] = [];
+    await t.consume(queue, (d) => void deliveries.push(d as RabbitMqDelivery), { prefetch: 10 });
+    await t.send(queue, { id: 'x1', body: text('1'), headers: {} });
+    await until(() => deliveries.length === 1, 5_000, 'a delivery');
+
+    const ch = await channel();
+    await ch.deleteExchange(delayTopologyNames(prefix).level(delayLevels(50)[0]!));
+    await ch.close();
+    const first = deliveries[0]!;
+    await expect(first.retryLater(50, {})).rejects.toMatchObject({ name: 'PublishChannelClosedError', replyCode: 404 });
+    expect(first.settled).toBe(false);
+
+    await first.retryLater(50, {});
+    await until(() => deliveries.length === 2, 5_000, 'the retry to come back');
+    await deliveries[1]!.ack();
+  });
+
   it('sendBack to a deleted work queue fails and keeps the entry; the next sendBack declares the queue and moves it', async () => {
     const t = open();
     const queue = queueName('replay');
