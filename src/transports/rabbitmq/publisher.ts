@@ -75,8 +75,10 @@ export class Publisher {
   }
 
   /**
-   * Puts a message on `queue` (declared on first use); resolves once
-   * confirmed. Bad input (an id, body or header the transport cannot carry)
+   * Puts a message on `queue` (declared on first use); resolves once the
+   * queue took it and the broker confirmed it. A message no queue took (the
+   * queue was deleted) rejects with a `PublishReturnedError`, and the next
+   * send declares the queue again. Bad input (an id, body or header the transport cannot carry)
    * throws a TypeError or RangeError, and a body over `maxMessageBytes` a
    * {@link MessageTooLargeError}, before anything is published.
    */
