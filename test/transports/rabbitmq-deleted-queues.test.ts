@@ -8,26 +8,21 @@
  * shared delay level would break other tests), all deleted afterwards. No
  * broker-wide state is touched.
  */
-import { randomUUID } from 'node:crypto';
-import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import { Producer } from '../../src/producer/producer.js';
 import {
-  DELAY_LEVELS,
   PublishReturnedError,
   RabbitMqDelivery,
   RabbitMqTransport,
   classifyRabbitMqSendError,
-  type RabbitMqTransportOptions,
 } from '../../src/transports/rabbitmq/index.js';
 import { delayLevels, delayTopologyNames } from '../../src/transports/rabbitmq/topology.js';
-import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { rabbitSkipReason } from '../support/brokers.js';
+import { rabbitScratch } from '../support/rabbit-scratch.js';
 import { recordingLogger } from '../support/recording-logger.js';
 
 const skip = await rabbitSkipReason();
-const run = randomUUID().slice(0, 8);
-const prefix = `delq-${run}`;
 const text = (s: string) => new TextEncoder().encode(s);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -42,28 +37,9 @@ async function until(predicate: () => boolean | Promise<boolean>, timeoutMs: num
 }
 
 describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transport', () => {
-  let admin: ChannelModel | undefined;
-  const queues = new Set<string>();
-  const transports: RabbitMqTransport[] = [];
-
-  const queueName = (what: string) => {
-    const name = `delq-${what}-${run}-${randomUUID().slice(0, 6)}`;
-    queues.add(name);
-    return name;
-  };
-  const open = (options: RabbitMqTransportOptions = {}) => {
-    const t = new RabbitMqTransport({ url: RABBITMQ_URL, connectionName: `redeliver-test-delq-${run}`, topologyPrefix: prefix, ...options });
-    transports.push(t);
-    return t;
-  };
-  /** A channel of the test's own connection; errors (a 404 on a missing queue) only close it. */
-  const channel = async (): Promise<Channel> => {
-    admin ??= await amqp.connect(RABBITMQ_URL);
-    admin.on('error', () => undefined);
-    const ch = await admin.createChannel();
-    ch.on('error', () => undefined);
-    return ch;
-  };
+  const scratch = rabbitScratch('delq');
+  const { queueName, open, channel } = scratch;
+  const prefix = scratch.prefix;
   /** Ready messages in `queue`, or undefined when it does not exist. */
   const depth = async (queue: string): Promise<number | undefined> => {
     const ch = await channel();
@@ -89,17 +65,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
     return ids;
   };
 
-  afterEach(async () => {
-    for (const t of transports.splice(0)) await t.close();
-    const ch = await channel();
-    const names = delayTopologyNames(prefix);
-    for (const q of [...queues, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) await ch.deleteQueue(q).catch(() => undefined);
-    for (let n = 0; n < DELAY_LEVELS; n++) await ch.deleteExchange(names.level(n)).catch(() => undefined);
-    await ch.deleteExchange(names.deliver).catch(() => undefined);
-    queues.clear();
-    await admin?.close().catch(() => undefined);
-    admin = undefined;
-  });
+  afterEach(() => scratch.cleanup());
 
   it('rejects a send to a deleted work queue as transient, then declares it again and stores the next send', async () => {
     const t = open();
@@ -235,7 +201,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
 
     await deleteQueue(queue);
     // Sent through another transport: this one must find its queue again by itself.
-    const sender = open({ connectionName: `redeliver-test-delq-sender-${run}` });
+    const sender = open({ connectionName: `${prefix}-sender` });
     await until(async () => (await depth(queue)) !== undefined, 5_000, 'the consumer to declare its queue again');
     for (let i = 0; i < 5; i++) await sender.send(queue, { id: `after-${i}`, body: text('2'), headers: {} });
     await until(() => handled.length === 6, 5_000, 'the messages sent after the deletion');
@@ -265,7 +231,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
     const again = await channel();
     await again.assertQueue(queue, { durable: true });
     await again.close();
-    const sender = open({ connectionName: `redeliver-test-delq-sender-${run}` });
+    const sender = open({ connectionName: `${prefix}-sender` });
     await until(async () => {
       if (handled.length > 0) return true;
       await sender.send(queue, { id: `back-${handled.length}`, body: text('3'), headers: {} }).catch(() => undefined);

@@ -7,8 +7,6 @@
  * would drop a message at its first return. The version logic is tested as
  * pure functions; the broker tests run on 3.10 with queues of their own.
  */
-import { randomUUID } from 'node:crypto';
-import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import {
@@ -18,14 +16,12 @@ import {
   errorQueueLimitWarning,
   QUORUM_DEFAULT_DELIVERY_LIMIT_4X,
 } from '../../src/transports/rabbitmq/delivery-limit.js';
-import { DELAY_LEVELS, RabbitMqDelivery, RabbitMqTransport, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
-import { delayTopologyNames } from '../../src/transports/rabbitmq/topology.js';
-import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import type { RabbitMqDelivery, RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
+import { rabbitSkipReason } from '../support/brokers.js';
+import { rabbitScratch } from '../support/rabbit-scratch.js';
 import { recordingLogger } from '../support/recording-logger.js';
 
 const skip = await rabbitSkipReason();
-const run = randomUUID().slice(0, 8);
-const prefix = `eqlim-${run}`;
 const text = (s: string) => new TextEncoder().encode(s);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -68,26 +64,8 @@ describe('error-queue delivery limits by broker version (pure)', () => {
 });
 
 describe.skipIf(Boolean(skip))('RabbitMQ error queues and delivery limits (3.10)', () => {
-  let admin: ChannelModel | undefined;
-  const queues = new Set<string>();
-  const transports: RabbitMqTransport[] = [];
-  const queueName = (what: string) => {
-    const name = `eqlim-${what}-${run}-${randomUUID().slice(0, 6)}`;
-    queues.add(name);
-    return name;
-  };
-  const open = (options: RabbitMqTransportOptions = {}) => {
-    const t = new RabbitMqTransport({ url: RABBITMQ_URL, connectionName: `redeliver-test-eqlim-${run}`, topologyPrefix: prefix, ...options });
-    transports.push(t);
-    return t;
-  };
-  const channel = async (): Promise<Channel> => {
-    admin ??= await amqp.connect(RABBITMQ_URL);
-    admin.on('error', () => undefined);
-    const ch = await admin.createChannel();
-    ch.on('error', () => undefined);
-    return ch;
-  };
+  const scratch = rabbitScratch('eqlim');
+  const { queueName, open, channel } = scratch;
   /** Consumes `count` messages sent to a fresh work queue and dead-letters each into `errorQueue`. */
   async function deadLetter(t: RabbitMqTransport, errorQueue: string, count: number): Promise<void> {
     const queue = queueName('work');
@@ -103,17 +81,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues and delivery limits (3.10)
     await sub.close();
   }
 
-  afterEach(async () => {
-    for (const t of transports.splice(0)) await t.close();
-    const ch = await channel();
-    const names = delayTopologyNames(prefix);
-    for (const q of [...queues, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) await ch.deleteQueue(q).catch(() => undefined);
-    for (let n = 0; n < DELAY_LEVELS; n++) await ch.deleteExchange(names.level(n)).catch(() => undefined);
-    await ch.deleteExchange(names.deliver).catch(() => undefined);
-    queues.clear();
-    await admin?.close().catch(() => undefined);
-    admin = undefined;
-  });
+  afterEach(() => scratch.cleanup());
 
   it("declares quorum error queues without the transport's delivery limit: browsing past the limit loses nothing", async () => {
     const t = open({ queueType: 'quorum', deliveryLimit: 1 });
