@@ -12,7 +12,9 @@ import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqp
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import type { Delivery } from '../../src/transport/types.js';
+import { ConfirmedPublishing } from '../../src/transports/rabbitmq/confirmed-publishing.js';
 import { ConnectionManager } from '../../src/transports/rabbitmq/connection.js';
+import { QueueDeclarations } from '../../src/transports/rabbitmq/declarations.js';
 import { ErrorQueueMarkers } from '../../src/transports/rabbitmq/error-queue-marker.js';
 import { emptyStats } from '../../src/transports/rabbitmq/events.js';
 import { RabbitMqTransport, ScanLimitError, SendBackIncompleteError, errorQueueMarkerName, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
@@ -192,14 +194,15 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
     // The operations on a connection of their own, which the publisher closes right after the broker confirmed the copy.
     const options = resolveOptions({ url: RABBITMQ_URL, topologyPrefix: prefix, connectionName: 'redeliver-test-error-queue-lost' });
     const connection = new ConnectionManager(options, () => undefined, emptyStats());
-    const real = new Publisher(connection, options);
+    const declarations = new QueueDeclarations(connection, options, () => undefined);
+    const real = new Publisher(new ConfirmedPublishing(connection, declarations, options, emptyStats()), connection.names, options);
     const publisher = Object.assign(Object.create(real) as Publisher, {
       publishCopy: async (...args: Parameters<Publisher['publishCopy']>) => {
         await real.publishCopy(...args);
         await connection.session!.model.close();
       },
     });
-    const ops = new RabbitMqOperations({ connection, publisher, options, markers: new ErrorQueueMarkers(connection, options) });
+    const ops = new RabbitMqOperations({ connection, declarations, publisher, options, markers: new ErrorQueueMarkers(connection, declarations, options) });
     try {
       const failure = await ops.sendBack(errorQueue, entry!.key).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(SendBackIncompleteError);

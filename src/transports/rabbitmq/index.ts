@@ -27,6 +27,7 @@ export {
   PublishNackedError,
   PublishBlockedError,
   PublishChannelClosedError,
+  PublishReturnedError,
   MessageTooLargeError,
   QueueNotFoundError,
   ReconnectFailedError,

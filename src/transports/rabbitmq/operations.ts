@@ -30,6 +30,7 @@ import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
 import type { ConnectionManager, Session } from './connection.js';
+import type { QueueDeclarations } from './declarations.js';
 import type { ErrorQueueMarkers } from './error-queue-marker.js';
 import { derivedEntryKey, entryIdOf, hasEntryKey, messageIdOf } from './entry-key.js';
 import { TransportClosedError } from './errors.js';
@@ -60,6 +61,7 @@ export interface RabbitMqOperationsOptions {
 /** What the operations need from their transport. */
 export interface OperationsContext {
   readonly connection: ConnectionManager;
+  readonly declarations: QueueDeclarations;
   readonly publisher: Publisher;
   readonly options: ResolvedOptions;
   readonly markers: ErrorQueueMarkers;
@@ -275,7 +277,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    */
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
     if (queues !== undefined) for (const queue of queues) checkQueueName(queue);
-    const { connection, markers } = this.#context;
+    const { connection, declarations, markers } = this.#context;
     const quorum = delayTopologyNames(this.#context.options.topologyPrefix, 'quorum');
     const levels = [...levelQueues(quorum), ...levelQueues(delayTopologyNames(this.#context.options.topologyPrefix, 'classic'))];
     const levelSet = new Set(levels);
@@ -296,7 +298,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         for (const queue of queues) out.push((await depth(queue, false))!);
         return out;
       }
-      const used = [...new Set([...connection.declaredQueues, ...markers.known])].filter((q) => !levelSet.has(q) && q !== unroutable).sort();
+      const used = [...new Set([...declarations.declaredQueues, ...markers.known])].filter((q) => !levelSet.has(q) && q !== unroutable).sort();
       for (const queue of [...used, ...levels, unroutable]) {
         const row = await depth(queue, true);
         if (row) out.push(row);

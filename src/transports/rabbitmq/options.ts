@@ -46,10 +46,13 @@ export interface RabbitMqTransportOptions {
    */
   readonly delayLevels?: DelayLevelType;
   /**
-   * For quorum queues: the `x-delivery-limit` declared on work and error
-   * queues. The broker drops (or dead-letters) a message returned more than
-   * this many times; see `deliveryLimitWarning`. Ignored for classic queues.
-   * Default none: no limit is declared.
+   * For quorum queues: the `x-delivery-limit` declared on work queues. The
+   * broker drops (or dead-letters) a message returned more than this many
+   * times; see `deliveryLimitWarning`. Never declared on error queues, which
+   * every browse counts a delivery against: those get no limit (`-1` on
+   * RabbitMQ 4 and later, whose default for quorum queues is 20). Ignored for
+   * classic queues. Default none: no limit is declared (RabbitMQ 4 then
+   * applies its default of 20).
    */
   readonly deliveryLimit?: number;
   /**

@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { ConfirmedPublishing } from './confirmed-publishing.js';
 import { ConnectionManager } from './connection.js';
+import { QueueDeclarations } from './declarations.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
@@ -34,6 +36,8 @@ export class RabbitMqTransport implements Transport {
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
   readonly #connection: ConnectionManager;
+  readonly #declarations: QueueDeclarations;
+  readonly #publishing: ConfirmedPublishing;
   readonly #publisher: Publisher;
   readonly #subscriptions = new Set<RabbitMqSubscription>();
   readonly #emit: EmitEvent;
@@ -56,10 +60,12 @@ export class RabbitMqTransport implements Transport {
       }
     };
     this.#connection = new ConnectionManager(this.#options, this.#emit, this.#stats);
-    this.#publisher = new Publisher(this.#connection, this.#options);
-    this.#markers = new ErrorQueueMarkers(this.#connection, this.#options);
+    this.#declarations = new QueueDeclarations(this.#connection, this.#options, this.#emit);
+    this.#publishing = new ConfirmedPublishing(this.#connection, this.#declarations, this.#options, this.#stats);
+    this.#publisher = new Publisher(this.#publishing, this.#connection.names, this.#options);
+    this.#markers = new ErrorQueueMarkers(this.#connection, this.#declarations, this.#options);
     this.#operations = new RabbitMqOperations(
-      { connection: this.#connection, publisher: this.#publisher, options: this.#options, markers: this.#markers },
+      { connection: this.#connection, declarations: this.#declarations, publisher: this.#publisher, options: this.#options, markers: this.#markers },
       options,
     );
     this.#events.on('error', () => undefined);
@@ -154,6 +160,7 @@ export class RabbitMqTransport implements Transport {
     const subscription = new RabbitMqSubscription(
       {
         connection: this.#connection,
+        declarations: this.#declarations,
         publisher: this.#publisher,
         options: this.#options,
         stats: this.#stats,
@@ -193,6 +200,7 @@ export class RabbitMqTransport implements Transport {
     this.#closed = true;
     for (const subscription of [...this.#subscriptions]) await subscription.close().catch(() => undefined);
     await this.#markers.idle();
+    this.#publishing.close();
     await this.#connection.close();
   }
 
