@@ -1,5 +1,6 @@
 import { summarizeError } from '../headers/failure.js';
 import { isSendBackRefused } from '../operations/send-back-destination.js';
+import { redactCredentials } from '../util/redact.js';
 import type { ErrorQueueOperations, SendBackOptions } from '../transport/error-queue.js';
 import { entryDetail, type EntryDetail } from './entry-view.js';
 import { summarize, type EntrySummary, type GroupIndex, type GroupView } from './groups.js';
@@ -138,7 +139,7 @@ export class DashboardApi {
           else sent++;
         } catch (error) {
           failed++;
-          firstError ??= summarizeError(error).message;
+          firstError ??= redactCredentials(summarizeError(error).message);
         }
       }
     };

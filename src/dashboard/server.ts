@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { systemClock } from '../time/clock.js';
+import { redactCredentials } from '../util/redact.js';
 import { ApiError, DashboardApi } from './api.js';
 import { GroupIndex } from './groups.js';
 import { resolveDashboardConfig, type DashboardOptions } from './options.js';
@@ -48,7 +49,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
-      if (!res.headersSent) json(res, 500, { error: `internal error: ${error instanceof Error ? error.message : String(error)}` });
+      if (!res.headersSent) json(res, 500, { error: `internal error: ${redactCredentials(error instanceof Error ? error.message : String(error))}` });
       else res.destroy();
     });
   });
