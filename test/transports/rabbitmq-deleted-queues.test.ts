@@ -169,7 +169,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
     await deliveries[1]!.ack();
   });
 
-  it('sendBack to a deleted work queue fails and keeps the entry; the next sendBack declares the queue and moves it', async () => {
+  it('sendBack to a deleted work queue is refused, keeps the entry and declares nothing; once the queue is back it moves the entry', async () => {
     const t = open();
     const queue = queueName('replay');
     const errorQueue = queueName('replay-error');
@@ -182,9 +182,14 @@ describe.skipIf(Boolean(skip))('RabbitMQ: queues deleted under a running transpo
     const [entry] = await t.errorQueue.browse(errorQueue);
     await deleteQueue(queue);
 
-    await expect(t.errorQueue.sendBack(errorQueue, entry!.key)).rejects.toBeInstanceOf(PublishReturnedError);
+    // A send-back never creates a queue: the name may come from a forged entry.
+    await expect(t.errorQueue.sendBack(errorQueue, entry!.key)).rejects.toMatchObject({ name: 'SendBackRefusedError', reason: 'missing', queue });
     expect(await depth(errorQueue)).toBe(1);
+    expect(await depth(queue)).toBeUndefined();
 
+    const ch = await channel();
+    await ch.assertQueue(queue, { durable: true });
+    await ch.close();
     expect(await t.errorQueue.sendBack(errorQueue, entry!.key)).toBe(queue);
     expect(await drain(queue)).toEqual(['e1']);
     expect(await depth(errorQueue)).toBe(0);

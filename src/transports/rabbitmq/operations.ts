@@ -27,6 +27,7 @@
  */
 import type { GetMessage } from 'amqplib';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import { checkDestinationAllowed, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
 import type { ConnectionManager, Session } from './connection.js';
@@ -180,8 +181,11 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    * Resolves the queue the copy went to, or undefined when no entry has the
    * key (sent back or deleted already, or held at that moment by a consumer
    * or another process's operation). Throws when the entry names no queue
-   * and `options.queue` is not given, or when the destination is an error
-   * queue.
+   * and `options.queue` is not given. Rejects with a `SendBackRefusedError`,
+   * giving the entry back, when the destination does not exist (checked
+   * with a passive declaration on a channel of its own: a send-back never
+   * declares a queue), is an error queue, or is not in
+   * `options.allowedQueues`.
    */
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     checkQueueName(errorQueue);
@@ -196,9 +200,13 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         const destination = options.queue ?? failureQueueOf(headers);
         if (destination === undefined) throw new Error(`message ${id} does not say which queue it failed on; name the queue to send it to`);
         checkQueueName(destination);
-        if (destination === errorQueue || (await this.#onPassive(session, (p) => this.#context.markers.isErrorQueue(p, destination)))) {
-          throw new Error(`${destination} is an error queue; send the message to a work queue`);
-        }
+        checkDestinationAllowed(destination, errorQueue, id, options.allowedQueues);
+        // Passive checks only: the destination may come from a header anyone could write, and a send-back never creates a queue.
+        const refusal = await this.#onPassive(session, async (p): Promise<SendBackRefusal | undefined> => {
+          if ((await p.queue(destination)) === undefined) return 'missing';
+          return (await this.#context.markers.isErrorQueue(p, destination)) ? 'error-queue' : undefined;
+        });
+        if (refusal) throw new SendBackRefusedError(destination, refusal, id);
         const { publisher, options: transportOptions } = this.#context;
         await publisher.publishCopy(
           destination,

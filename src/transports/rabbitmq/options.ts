@@ -103,9 +103,9 @@ export interface RabbitMqTransportOptions {
    * The largest body `send` accepts, in bytes; a larger one rejects at once
    * with a `MessageTooLargeError` (never retried) instead of reaching the
    * broker, which would close the publishing channel and fail every other
-   * publish in flight on it. Set it to the broker's `max_message_size`.
-   * Default 134 217 728 (128 MiB, RabbitMQ 3.x's default `max_message_size`;
-   * RabbitMQ 4.0 lowered its default to 16 MiB).
+   * publish in flight on it. Set it to the broker's `max_message_size`:
+   * at most 536 870 912 (512 MiB, the most a broker can be set to).
+   * Default 16 777 216 (16 MiB, RabbitMQ 4's default `max_message_size`).
    */
   readonly maxMessageBytes?: number;
   /**
@@ -155,6 +155,12 @@ export interface ResolvedOptions {
   readonly faults: RabbitMqFaults;
 }
 
+/** The largest prefetch AMQP 0-9-1 can carry (`basic.qos` prefetch-count is 16 bits). */
+export const MAX_PREFETCH = 65_535;
+
+/** The largest `max_message_size` a RabbitMQ broker can be configured with: 512 MiB. */
+export const MAX_MESSAGE_BYTES = 536_870_912;
+
 /** The defaults of {@link RabbitMqTransportOptions}. */
 export const RABBITMQ_DEFAULTS = {
   url: 'amqp://guest:guest@127.0.0.1:5672',
@@ -164,7 +170,7 @@ export const RABBITMQ_DEFAULTS = {
   topologyPrefix: 'redeliver',
   connectionName: 'redeliver',
   declareQueues: true,
-  maxMessageBytes: 134_217_728,
+  maxMessageBytes: 16_777_216,
 } as const;
 
 /** Applies the defaults and checks every value, throwing a RangeError or TypeError naming the option. */
@@ -196,8 +202,8 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
   const declareQueues = options.declareQueues ?? RABBITMQ_DEFAULTS.declareQueues;
   if (typeof declareQueues !== 'boolean') throw new TypeError('RabbitMqTransport: declareQueues must be a boolean');
   const maxMessageBytes = options.maxMessageBytes ?? RABBITMQ_DEFAULTS.maxMessageBytes;
-  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 1)) {
-    throw new RangeError(`RabbitMqTransport: maxMessageBytes must be a whole number >= 1, got ${maxMessageBytes}`);
+  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 1 && maxMessageBytes <= MAX_MESSAGE_BYTES)) {
+    throw new RangeError(`RabbitMqTransport: maxMessageBytes must be a whole number from 1 to ${MAX_MESSAGE_BYTES}, got ${maxMessageBytes}`);
   }
   const reconnect = options.reconnect ?? connectionBackoff();
   if (typeof reconnect !== 'function') throw new TypeError('RabbitMqTransport: reconnect must be a Backoff function');

@@ -18,7 +18,7 @@ import { withEntryId } from './entry-key.js';
 import type { ErrorQueueMarkers } from './error-queue-marker.js';
 import { AlreadySettledError, StaleDeliveryError } from './errors.js';
 import type { EmitEvent, RabbitMqStats } from './events.js';
-import type { RabbitMqConsumeOptions, ResolvedOptions } from './options.js';
+import { MAX_PREFETCH, type RabbitMqConsumeOptions, type ResolvedOptions } from './options.js';
 import { keptProperties, type Publisher } from './publisher.js';
 import { MAX_DELAY_MS } from './topology.js';
 import { decodeHeaders, deriveMessageId, type DecodedHeaders } from './wire-headers.js';
@@ -426,8 +426,8 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
    * limit.
    */
   setPrefetch(prefetch: number): Promise<void> {
-    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
-      return Promise.reject(new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`));
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= MAX_PREFETCH)) {
+      return Promise.reject(new RangeError(`rabbitmq: prefetch must be a whole number from 1 to ${MAX_PREFETCH}, got ${prefetch}`));
     }
     return this.#serial(async () => {
       if (this.#state === 'closed' || prefetch === this.#prefetch) return;

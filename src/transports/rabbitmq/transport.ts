@@ -6,7 +6,7 @@ import { QueueDeclarations } from './declarations.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
-import { resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
+import { MAX_PREFETCH, resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
 import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations.js';
 import { Publisher } from './publisher.js';
 import { classifyRabbitMqSendError } from './send-errors.js';
@@ -32,6 +32,8 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
 export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
   readonly capabilities: TransportCapabilities;
+  /** An endpoint's concurrency is its prefetch, which AMQP caps at 65 535. */
+  readonly limits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
@@ -154,8 +156,8 @@ export class RabbitMqTransport implements Transport {
     this.#assertOpen('consume');
     if (typeof listener !== 'function') throw new TypeError('rabbitmq: consume needs a listener function');
     const prefetch = options?.prefetch;
-    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
-      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`);
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= MAX_PREFETCH)) {
+      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to ${MAX_PREFETCH}, got ${prefetch}`);
     }
     const subscription = new RabbitMqSubscription(
       {
