@@ -39,6 +39,7 @@ export { FakeClock } from './time/fake-clock.js';
 export type {
   Transport,
   TransportCapabilities,
+  TransportLimits,
   Delivery,
   Subscription,
   ConsumeOptions,
@@ -47,3 +48,5 @@ export type {
   Headers,
 } from './transport/types.js';
 export { isDeliveryGone, type DeliveryGone } from './transport/delivery-gone.js';
+export type { ErrorEntry, ErrorQueueOperations, SendBackOptions, BrowseOptions } from './transport/error-queue.js';
+export { SendBackRefusedError, isSendBackRefused, type SendBackRefusal } from './operations/send-back-destination.js';

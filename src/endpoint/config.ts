@@ -38,6 +38,15 @@ export interface EndpointConfig<T> {
   readonly host: string;
 }
 
+/** `concurrency`, which is the endpoint's prefetch, checked against the transport's largest prefetch. */
+function withinLimits(transport: Transport, concurrency: number): number {
+  const max = transport.limits?.maxPrefetch;
+  if (max !== undefined && concurrency > max) {
+    throw new OptionError(`concurrency must be at most ${max} on the ${transport.name} transport (the largest prefetch it accepts), got ${concurrency}`);
+  }
+  return concurrency;
+}
+
 /** Validates options, naming the option at fault, and fills in defaults. */
 export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointConfig<T> {
   if (typeof options !== 'object' || options === null) throw new OptionError('Endpoint options must be an object');
@@ -56,7 +65,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     queue: options.queue === undefined ? name : nonEmpty('queue', options.queue),
     transport,
     handler: fn<Handler<T>>('handler', options.handler),
-    concurrency: wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000),
+    concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),

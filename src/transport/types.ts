@@ -21,6 +21,12 @@ export interface TransportCapabilities {
   readonly atomicSettle: boolean;
 }
 
+/** What a broker refuses, declared by its transport so an endpoint is checked when it is built. */
+export interface TransportLimits {
+  /** The largest `ConsumeOptions.prefetch` the transport accepts, and so the largest endpoint `concurrency`. Default no limit. */
+  readonly maxPrefetch?: number;
+}
+
 /** A message to put on a queue. */
 export interface OutgoingMessage {
   /** Stable message id; kept across retries and dead-lettering. */
@@ -93,6 +99,8 @@ export interface Transport {
   /** Short name for logs and docs, such as `sqlite`. */
   readonly name: string;
   readonly capabilities: TransportCapabilities;
+  /** What the broker refuses. Default none: every value the contract allows is accepted. */
+  readonly limits?: TransportLimits;
   /** Browse, replay and delete error-queue entries, where the transport supports it. */
   readonly errorQueue?: ErrorQueueOperations;
   /** Read queue depths, where the transport supports it. */

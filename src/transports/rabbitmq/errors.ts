@@ -111,6 +111,34 @@ export class PublishChannelClosedError extends Error {
   }
 }
 
+/**
+ * The broker returned a publish (`basic.return`): it was `mandatory` and no
+ * queue took it, so it was **not stored**, although the broker then confirms
+ * it. The queue it was meant for (or, for a delayed copy, the delay level it
+ * enters by) was deleted after this transport declared it. The transport has
+ * already forgotten that declaration, so the next publish declares the queue
+ * again: a `Producer` retries it at once (transient), and a settlement whose
+ * copy was returned leaves the original unsettled.
+ */
+export class PublishReturnedError extends Error {
+  override readonly name: string = 'PublishReturnedError';
+  constructor(
+    /** What was being published, for the message. */
+    readonly operation: string,
+    /** The queue the message was meant for. */
+    readonly queue: string,
+    /** The broker's reply code, `312` NO_ROUTE. */
+    readonly replyCode: number,
+    /** The broker's reply text, such as `NO_ROUTE`. */
+    readonly replyText: string,
+  ) {
+    super(
+      `rabbitmq: ${operation} was returned by the broker (${replyCode} ${replyText}): no queue took it, so it was not stored; ` +
+        `'${queue}' (or the delay level it goes through) was deleted, and the next attempt declares it again`,
+    );
+  }
+}
+
 /** A message larger than the transport's `maxMessageBytes` or the broker's `max_message_size`. Never retried. */
 export class MessageTooLargeError extends FatalSendError {
   override readonly name: string = 'MessageTooLargeError';

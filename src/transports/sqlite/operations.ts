@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import type { Clock } from '../../time/clock.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
@@ -24,6 +25,10 @@ interface DepthRow {
  * entries, and read queue depths. Reads work from any process that opens
  * the file; a replay is one transaction (insert the copy, delete the entry),
  * so it happens once however often it is asked for.
+ *
+ * A replay goes only to a queue that exists in the file: one the `queues`
+ * table lists as a work queue, which a queue joins when a message is first
+ * sent to it or a consumer first consumes it, and never leaves.
  */
 export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #db: Database.Database;
@@ -36,11 +41,10 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #purge: Database.Statement<[string]>;
   readonly #insert: Database.Statement<[string, string, Buffer, string, number, number]>;
   readonly #kind: Database.Statement<[string], string>;
-  readonly #register: Database.Statement<[string]>;
   readonly #workDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #errorDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #names: Database.Statement<[], { name: string; kind: string }>;
-  readonly #sendBack: (queue: string, seq: number, target: string | undefined) => string | undefined;
+  readonly #sendBack: (queue: string, seq: number, options: SendBackOptions) => string | undefined;
 
   constructor(db: Database.Database, clock: Clock, onQueued: (queue: string, dueAt: number) => void) {
     this.#db = db;
@@ -55,7 +59,6 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
       'INSERT INTO messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) VALUES (?, ?, ?, ?, ?, 0, ?)',
     );
     this.#kind = db.prepare<[string], string>('SELECT kind FROM queues WHERE name = ?').pluck(true);
-    this.#register = db.prepare<[string]>(`INSERT OR IGNORE INTO queues (name, kind) VALUES (?, 'queue')`);
     const depths = (table: string) =>
       db.prepare<[{ now: number }], DepthRow>(
         `SELECT queue,
@@ -68,15 +71,17 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     this.#errorDepths = depths('error_messages');
     this.#names = db.prepare<[], { name: string; kind: string }>('SELECT name, kind FROM queues');
     this.#sendBack = db
-      .transaction((queue: string, seq: number, target: string | undefined): string | undefined => {
+      .transaction((queue: string, seq: number, options: SendBackOptions): string | undefined => {
         const row = this.#one.get(queue, seq);
         if (!row) return undefined;
         const headers = parseHeaders(row.headers);
-        const destination = target ?? failureQueueOf(headers);
+        const destination = options.queue ?? failureQueueOf(headers);
         if (!destination) throw new Error(`message ${row.id} does not say which queue it failed on; name the queue to send it to`);
-        if (this.#kind.get(destination) === 'error') throw new Error(`${destination} is an error queue; send the message to a work queue`);
+        checkDestinationAllowed(destination, queue, row.id, options.allowedQueues);
+        const kind = this.#kind.get(destination);
+        if (kind === 'error') throw new SendBackRefusedError(destination, 'error-queue', row.id);
+        if (kind === undefined) throw new SendBackRefusedError(destination, 'missing', row.id);
         const now = this.#clock.now();
-        this.#register.run(destination);
         this.#insert.run(destination, row.id, row.body, JSON.stringify(replayHeaders(headers, new Date(now))), now, now);
         this.#delete.run(queue, seq);
         return destination;
@@ -103,7 +108,7 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = parseKey(key);
     if (seq === undefined) return undefined;
-    const destination = this.#sendBack(errorQueue, seq, options.queue);
+    const destination = this.#sendBack(errorQueue, seq, options);
     if (destination) this.#onQueued(destination, this.#clock.now());
     return destination;
   }

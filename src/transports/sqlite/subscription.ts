@@ -69,7 +69,8 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   constructor(settings: ConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    this.#kind = settings.store.peekKind(settings.queue) ?? 'queue';
+    // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
+    this.#kind = settings.store.kindOf(settings.queue);
   }
 
   /** Starts consuming. */
