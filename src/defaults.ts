@@ -42,6 +42,8 @@ export const DEFAULTS = {
    * 2.56, 4.1, 6.6 s) about 16 s in all, inside the default 30 s lease.
    */
   settlementRetries: 5,
+  /** How long `Endpoint.stop` lets running handlers finish before it releases their deliveries. */
+  stopTimeoutMs: 30_000,
   /** How long a copy waits in the broker while another copy with its id is being handled. */
   dedupBusyRetryMs: 1_000,
   /** Send attempts in all for transient errors (RocketMQ producers retry twice by default). */

@@ -5,7 +5,7 @@
  * `redeliver/sqlite` (the embedded default), `redeliver/memory`,
  * `redeliver/rabbitmq`.
  */
-export { Endpoint, formatDelay, type EndpointStats } from './endpoint/endpoint.js';
+export { Endpoint, formatDelay, type EndpointStats, type StopOptions } from './endpoint/endpoint.js';
 export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
 export type { MessageContext, RequeueOptions } from './endpoint/context.js';
 export type { EndpointEvents, FailureEvent, SettlementFailedEvent, SettlementOutcome } from './endpoint/events.js';

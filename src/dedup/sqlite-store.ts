@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import type { DedupClaim, DeduplicationStore } from './types.js';
 
@@ -11,15 +12,20 @@ export interface SqliteDeduplicationStoreOptions {
   busyTimeoutMs?: number;
 }
 
+/** Begins between two sweeps of expired rows. */
+const SWEEP_INTERVAL = 1_000;
+
 /**
  * Handled message ids in a SQLite table (`redeliver_dedup`), shared by every
  * process that opens the same file, with any transport: a RabbitMQ consumer
- * can keep its ids in a local SQLite file.
+ * can keep its ids in a local SQLite file. Each claim carries a random token
+ * (fencing); every 1 000 claims, ids older than the window and claims that
+ * expired are deleted, through an index on (handled, at).
  */
 export class SqliteDeduplicationStore implements DeduplicationStore {
   readonly #db: Database.Database;
   readonly #windowMs: number;
-  readonly #begin: (id: string, now: number, leaseMs: number) => DedupClaim;
+  readonly #begin: (id: string, now: number, leaseMs: number, token: string) => DedupClaim;
   readonly #complete: Database.Statement;
   readonly #abandon: Database.Statement;
   readonly #prune: Database.Statement;
@@ -35,34 +41,41 @@ export class SqliteDeduplicationStore implements DeduplicationStore {
       handled INTEGER NOT NULL,
       at INTEGER NOT NULL
     ) WITHOUT ROWID`);
+    const columns = this.#db.prepare<[], { name: string }>('PRAGMA table_info(redeliver_dedup)').all();
+    if (!columns.some((c) => c.name === 'token')) this.#db.exec("ALTER TABLE redeliver_dedup ADD COLUMN token TEXT NOT NULL DEFAULT ''");
+    this.#db.exec('CREATE INDEX IF NOT EXISTS redeliver_dedup_expiry ON redeliver_dedup (handled, at)');
     const find = this.#db.prepare<[string], { handled: number; at: number }>('SELECT handled, at FROM redeliver_dedup WHERE id = ?');
-    const claim = this.#db.prepare('INSERT INTO redeliver_dedup (id, handled, at) VALUES (?, 0, ?) ON CONFLICT(id) DO UPDATE SET handled = 0, at = excluded.at');
-    this.#begin = this.#db.transaction((id: string, now: number, leaseMs: number): DedupClaim => {
+    const claim = this.#db.prepare(
+      'INSERT INTO redeliver_dedup (id, handled, at, token) VALUES (?, 0, ?, ?) ON CONFLICT(id) DO UPDATE SET handled = 0, at = excluded.at, token = excluded.token',
+    );
+    this.#begin = this.#db.transaction((id: string, now: number, leaseMs: number, token: string): DedupClaim => {
       const row = find.get(id);
-      if (row?.handled === 1 && row.at >= now - this.#windowMs) return 'duplicate';
-      if (row?.handled === 0 && row.at > now) return 'busy';
-      claim.run(id, now + leaseMs);
-      return 'claimed';
+      if (row?.handled === 1 && row.at >= now - this.#windowMs) return { outcome: 'duplicate' };
+      if (row?.handled === 0 && row.at > now) return { outcome: 'busy' };
+      claim.run(id, now + leaseMs, token);
+      return { outcome: 'claimed', token };
     }).immediate;
-    this.#complete = this.#db.prepare('INSERT INTO redeliver_dedup (id, handled, at) VALUES (?, 1, ?) ON CONFLICT(id) DO UPDATE SET handled = 1, at = excluded.at');
-    this.#abandon = this.#db.prepare('DELETE FROM redeliver_dedup WHERE id = ? AND handled = 0');
-    this.#prune = this.#db.prepare('DELETE FROM redeliver_dedup WHERE handled = 1 AND at < ?');
+    this.#complete = this.#db.prepare(
+      "INSERT INTO redeliver_dedup (id, handled, at, token) VALUES (?, 1, ?, '') ON CONFLICT(id) DO UPDATE SET handled = 1, at = excluded.at, token = ''",
+    );
+    this.#abandon = this.#db.prepare('DELETE FROM redeliver_dedup WHERE id = ? AND handled = 0 AND token = ?');
+    this.#prune = this.#db.prepare('DELETE FROM redeliver_dedup WHERE (handled = 1 AND at < ?) OR (handled = 0 AND at <= ?)');
   }
 
   async begin(id: string, now: number, leaseMs: number): Promise<DedupClaim> {
-    if (++this.#sincePrune >= 1_000) {
+    if (++this.#sincePrune >= SWEEP_INTERVAL) {
       this.#sincePrune = 0;
-      this.#prune.run(now - this.#windowMs);
+      this.#prune.run(now - this.#windowMs, now);
     }
-    return this.#begin(id, now, leaseMs);
+    return this.#begin(id, now, leaseMs, randomUUID());
   }
 
-  async complete(id: string, now: number): Promise<void> {
+  async complete(id: string, _token: string, now: number): Promise<void> {
     this.#complete.run(id, now);
   }
 
-  async abandon(id: string): Promise<void> {
-    this.#abandon.run(id);
+  async abandon(id: string, token: string): Promise<void> {
+    this.#abandon.run(id, token);
   }
 
   close(): void {

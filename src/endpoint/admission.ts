@@ -4,8 +4,11 @@
  * out more than the prefetch (RabbitMQ after a reconnection redelivers what
  * the old channel's handlers are still running); the extra deliveries wait
  * here, already leased to the endpoint, until a slot frees, and a copy of a
- * message being handled waits for that handler to finish. No timer: a slot
- * is handed on when a handler finishes.
+ * message being handled waits for that handler to finish. Flow control may
+ * lower the limit (to 0 while the consumer backs off, to 1 while it probes):
+ * a delivery the transport hands out before its pause takes effect waits
+ * here too. No timer: a slot is handed on when a handler finishes or the
+ * limit rises.
  */
 export class Admission<D extends { readonly id: string }> {
   #running = 0;
@@ -20,9 +23,15 @@ export class Admission<D extends { readonly id: string }> {
    * @param start runs a delivery; `finished` must be called once it is done.
    */
   constructor(
-    private readonly limit: number,
+    private limit: number,
     private readonly start: (delivery: D) => void,
   ) {}
+
+  /** Changes the most deliveries running at once; a higher limit starts waiting deliveries at once. */
+  setLimit(limit: number): void {
+    this.limit = limit;
+    this.#startWaiting();
+  }
 
   /** Deliveries held: running, and waiting for a slot or for their id. */
   get held(): number {
@@ -49,6 +58,10 @@ export class Admission<D extends { readonly id: string }> {
       if (sameId!.length > 0) this.#busy.set(next.id, sameId!);
       return;
     }
+    this.#startWaiting();
+  }
+
+  #startWaiting(): void {
     while (this.#running < this.limit && this.#queued.length > 0) {
       const waiting = this.#queued.shift()!;
       if (this.#busy.has(waiting.id)) this.#waitForId(waiting);

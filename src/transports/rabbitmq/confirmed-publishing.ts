@@ -173,7 +173,7 @@ export class ConfirmedPublishing {
     ) {
       const channel = session.confirm;
       return new Promise<void>((resolve, reject) => {
-        const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => reject(this.#timedOut(request, true)));
+        const deadline = this.#deadlines.add(this.options.confirmTimeoutMs, () => reject(this.#timedOut(request, true)));
         this.#write(session, channel, request, deadline, resolve, reject);
       });
     }
@@ -183,7 +183,7 @@ export class ConfirmedPublishing {
   /** The publish path that waits: for a connection, the gate, the queue's declaration or the confirm channel. */
   async #publishWhenReady(request: PublishRequest): Promise<void> {
     const abort = new AbortController();
-    const deadline = this.#deadlines.add(this.options.clock.now() + this.options.confirmTimeoutMs, () => abort.abort(TIMED_OUT));
+    const deadline = this.#deadlines.add(this.options.confirmTimeoutMs, () => abort.abort(TIMED_OUT));
     let written = false;
     try {
       const session = await this.connection.whenReady(abort.signal);
