@@ -272,6 +272,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         requeue: (options = {}) => {
           requeue = options;
         },
+        extendLease: (ms) => delivery.extendLease?.(ms) ?? Promise.resolve(),
       };
       const startedAt = config.clock.now();
       if (attempts === 1) this.#flow.onFirstAttempt();

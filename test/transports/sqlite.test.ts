@@ -96,9 +96,10 @@ describe('SqliteTransport', () => {
     await until(() => first.items.length === 1);
     expect(first.items[0]!.deliveryCount).toBe(1);
 
+    // A delivery handed out with its claim keeps the claim's lease: leaseMs plus the claim-ahead allowance of a tenth.
     const second = new Inbox(clock);
     await consume(b, 'work', second, 1);
-    await clock.advance(499);
+    await clock.advance(549);
     expect(second.items).toHaveLength(0);
     await clock.advance(1);
     await until(() => second.items.length === 1);
@@ -127,7 +128,7 @@ describe('SqliteTransport', () => {
     // The lease runs out and another consumer claims the message.
     const other = new Inbox(clock);
     await consume(t, 'q', other, 1);
-    await clock.advance(100);
+    await clock.advance(110);
     await until(() => other.items.length === 1);
 
     const db = reader(path);

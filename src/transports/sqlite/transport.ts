@@ -52,7 +52,7 @@ export class SqliteTransport implements Transport {
     this.#options = resolveOptions(options);
     this.#db = openDatabase(this.#options);
     this.#store = new Store(this.#db);
-    this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+    this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt), this.#options.busyTimeoutMs);
     this.#backlog = this.#db.prepare<[string], number>('SELECT COUNT(*) FROM messages WHERE queue = ?').pluck(true);
     this.#operations = new SqliteOperations(this.#db, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
   }
@@ -139,7 +139,7 @@ export class SqliteTransport implements Transport {
     this.#closed = true;
     const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
     await Promise.all(subs.map((sub) => sub.close()));
-    this.#commit.close();
+    await this.#commit.close();
     this.#db.close();
   }
 

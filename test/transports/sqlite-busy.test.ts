@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, expect, it } from 'vitest';
+import { bytesCodec } from '../../src/codec.js';
+import { Endpoint } from '../../src/endpoint/endpoint.js';
+import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const holder = fileURLToPath(new URL('../fixtures/sqlite-lock-holder.ts', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'redeliver-sqlite-busy-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, done: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/**
+ * Measures the longest stretch the event loop was blocked: a 5 ms interval
+ * timer notes the longest gap between its runs, less the interval.
+ */
+function stallMonitor(): { stop(): number } {
+  const interval = 5;
+  let last = performance.now();
+  let longest = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last - interval);
+    last = now;
+  }, interval);
+  return {
+    stop() {
+      clearInterval(timer);
+      return longest;
+    },
+  };
+}
+
+/** Starts a process that holds the file's write lock for `holdMs`; resolves once it holds it. */
+async function holdWriteLock(path: string, holdMs: number): Promise<{ released: Promise<void> }> {
+  const proc: ChildProcess = spawn(process.execPath, ['--import', 'tsx', holder, path, String(holdMs)], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  cleanups.push(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  });
+  let output = '';
+  proc.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const released = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  await waitFor('the lock holder to take the lock', () => output.includes('locked'), 20_000);
+  return { released };
+}
+
+it('a write lock held by another process neither stalls the event loop nor gets a handled message handled again', async () => {
+  const path = join(dir, 'busy.db');
+  const transport = new SqliteTransport({ path, pollIntervalMs: 20 });
+  cleanups.push(() => transport.close());
+  const messages = 50;
+  for (let i = 0; i < messages; i++) await transport.send('work', { id: `m-${i}`, body: new Uint8Array([i]), headers: {} });
+
+  const handled = new Map<string, number>();
+  let gateOpen!: () => void;
+  const gate = new Promise<void>((resolve) => (gateOpen = resolve));
+  const endpoint = new Endpoint<Uint8Array>({
+    name: 'busy',
+    queue: 'work',
+    transport,
+    codec: bytesCodec,
+    concurrency: 10,
+    handler: async (_body, ctx) => {
+      handled.set(ctx.messageId, (handled.get(ctx.messageId) ?? 0) + 1);
+      await gate;
+    },
+  });
+  cleanups.push(() => endpoint.stop());
+  await endpoint.start();
+  await waitFor('the first handlers to start', () => handled.size === 10, 10_000);
+
+  // Another process takes the write lock while ten handlers are about to finish: their acks and the next claims wait for it.
+  const holdMs = 1_500;
+  const lock = await holdWriteLock(path, holdMs);
+  const stall = stallMonitor();
+  gateOpen();
+  await lock.released;
+  await waitFor('every message to be acked', () => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return db.prepare('SELECT count(*) FROM messages').pluck().get() === 0;
+    } finally {
+      db.close();
+    }
+  }, 20_000);
+  const stallMs = stall.stop();
+  console.log(`longest event-loop stall while another process held the write lock for ${holdMs} ms: ${stallMs.toFixed(0)} ms`);
+  expect(stallMs).toBeLessThan(250);
+  expect(handled.size).toBe(messages);
+  expect([...handled.values()].every((n) => n === 1)).toBe(true);
+});
