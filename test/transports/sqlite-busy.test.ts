@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, expect, it } from 'vitest';
 import { bytesCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
+import type { Delivery } from '../../src/transport/types.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -110,4 +111,48 @@ it('a write lock held by another process neither stalls the event loop nor gets 
   expect(stallMs).toBeLessThan(250);
   expect(handled.size).toBe(messages);
   expect([...handled.values()].every((n) => n === 1)).toBe(true);
+});
+
+it('a purge of many error entries lets other writes commit between its chunks, and leaves entries that arrive meanwhile', async () => {
+  const path = join(dir, 'purge.db');
+  const transport = new SqliteTransport({ path });
+  cleanups.push(() => transport.close());
+  const db = new Database(path);
+  cleanups.push(() => void db.close());
+  db.exec(`INSERT INTO queues (name, kind) VALUES ('error', 'error')`);
+  db.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+    INSERT INTO error_messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) SELECT 'error', 'e-' || i, x'00', '{}', 0, 0, 0 FROM n`);
+
+  const order: string[] = [];
+  const purged = transport.errorQueue.purge('error').then((n) => {
+    order.push('purge');
+    return n;
+  });
+  const sent = transport.send('other', { id: 'o', body: new Uint8Array([1]), headers: {} }).then(() => order.push('send'));
+  const arrived = transport.send('error', { id: 'late', body: new Uint8Array([1]), headers: {} });
+  expect(await purged).toBe(3_000);
+  await Promise.all([sent, arrived]);
+  expect(order).toEqual(['send', 'purge']);
+  expect(db.prepare(`SELECT id FROM error_messages`).pluck().all()).toEqual(['late']);
+});
+
+it('a long sendBatch is written in chunks: a settlement requested meanwhile commits before the batch ends', async () => {
+  const path = join(dir, 'batch.db');
+  const transport = new SqliteTransport({ path });
+  cleanups.push(() => transport.close());
+  await transport.send('work', { id: 'first', body: new Uint8Array([1]), headers: {} });
+  const got: Delivery[] = [];
+  await transport.consume('work', (d) => got.push(d), { prefetch: 1 });
+  await waitFor('the first delivery', () => got.length === 1, 5_000);
+
+  const order: string[] = [];
+  const batch = Array.from({ length: 2_500 }, (_, i) => ({ id: `b-${i}`, body: new Uint8Array([i % 256]), headers: {} }));
+  const sent = transport.sendBatch('bulk', batch).then(() => order.push('batch'));
+  const acked = got[0]!.ack().then(() => order.push('ack'));
+  await Promise.all([sent, acked]);
+  expect(order).toEqual(['ack', 'batch']);
+  const db = new Database(path, { readonly: true });
+  cleanups.push(() => void db.close());
+  expect(db.prepare(`SELECT count(*) FROM messages WHERE queue = 'bulk'`).pluck().get()).toBe(2_500);
+  expect(db.prepare(`SELECT id FROM messages WHERE queue = 'bulk' ORDER BY seq LIMIT 1 OFFSET 2499`).pluck().get()).toBe('b-2499');
 });

@@ -42,3 +42,12 @@ export async function writeWhenFree<T>(clock: Clock, busyTimeoutMs: number, writ
     }
   }
 }
+
+/**
+ * Lets other callbacks (this process's group commits among them) run
+ * between the chunks of a long write, so no single transaction holds the
+ * write lock for long.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
