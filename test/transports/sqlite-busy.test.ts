@@ -8,7 +8,7 @@ import { afterAll, afterEach, expect, it } from 'vitest';
 import { bytesCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import type { Delivery } from '../../src/transport/types.js';
-import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+import { DatabaseBusyError, SqliteTransport } from '../../src/transports/sqlite/index.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const holder = fileURLToPath(new URL('../fixtures/sqlite-lock-holder.ts', import.meta.url));
@@ -67,9 +67,12 @@ async function holdWriteLock(path: string, holdMs: number): Promise<{ released: 
   return { released };
 }
 
-it('a write lock held by another process neither stalls the event loop nor gets a handled message handled again', async () => {
-  const path = join(dir, 'busy.db');
-  const transport = new SqliteTransport({ path, pollIntervalMs: 20 });
+it.each([
+  { wait: 'within busyTimeoutMs', busyTimeoutMs: undefined },
+  { wait: 'past busyTimeoutMs', busyTimeoutMs: 300 },
+])('a write lock held by another process ($wait) neither stalls the event loop nor gets a handled message handled again', async ({ busyTimeoutMs }) => {
+  const path = join(dir, `busy-${busyTimeoutMs ?? 'default'}.db`);
+  const transport = new SqliteTransport({ path, pollIntervalMs: 20, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
   cleanups.push(() => transport.close());
   const messages = 50;
   for (let i = 0; i < messages; i++) await transport.send('work', { id: `m-${i}`, body: new Uint8Array([i]), headers: {} });
@@ -89,6 +92,8 @@ it('a write lock held by another process neither stalls the event loop nor gets 
     },
   });
   cleanups.push(() => endpoint.stop());
+  const settlementErrors: unknown[] = [];
+  endpoint.on('settlementFailed', (e) => settlementErrors.push(e.error));
   await endpoint.start();
   await waitFor('the first handlers to start', () => handled.size === 10, 10_000);
 
@@ -111,6 +116,12 @@ it('a write lock held by another process neither stalls the event loop nor gets 
   expect(stallMs).toBeLessThan(250);
   expect(handled.size).toBe(messages);
   expect([...handled.values()].every((n) => n === 1)).toBe(true);
+  // Locked out past busyTimeoutMs, the acks fail as a busy database (still held, tried again), never as a lost delivery.
+  if (busyTimeoutMs === undefined) expect(settlementErrors).toEqual([]);
+  else {
+    expect(settlementErrors.length).toBeGreaterThan(0);
+    expect(settlementErrors.every((e) => e instanceof DatabaseBusyError)).toBe(true);
+  }
 });
 
 it('a purge of many error entries lets other writes commit between its chunks, and leaves entries that arrive meanwhile', async () => {
