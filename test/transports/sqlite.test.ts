@@ -495,3 +495,73 @@ describe('SqliteTransport', () => {
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
   });
 });
+
+describe('SqliteTransport leases', () => {
+  /** Two transports on one file with a fake clock and a 1 s lease, and two messages sent. */
+  async function twoConsumersAndTwoMessages(ids: [string, string]) {
+    const path = newPath();
+    const clock = new FakeClock(0);
+    const a = transport({ path, clock, leaseMs: 1_000, pollIntervalMs: 50 });
+    const b = transport({ path, clock, leaseMs: 1_000, pollIntervalMs: 50 });
+    for (const id of ids) await a.send('work', { id, body: text('x'), headers: {} });
+    return { path, clock, a, b, first: new Inbox(clock), second: new Inbox(clock) };
+  }
+
+  /** Advances the fake clock in steps, so consumers' polls run along the way. */
+  async function advanceInSteps(clock: FakeClock, ms: number, step = 50): Promise<void> {
+    for (let done = 0; done < ms; done += step) await clock.advance(Math.min(step, ms - done));
+  }
+
+  it('a row that waited in the consumer buffer is handed out with its full lease', async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['m-1', 'm-2']);
+    // Prefetch 1: the consumer claims both rows, hands out m-1 and buffers m-2.
+    await consume(a, 'work', first, 1);
+    await until(() => first.items.length === 1);
+
+    // An 800 ms handler: m-2 waits in the buffer all that time.
+    await advanceInSteps(clock, 800);
+    await first.items[0]!.ack();
+    await until(() => first.items.length === 2);
+    expect(first.items[1]!.id).toBe('m-2');
+    const handedOutAt = clock.now();
+
+    // Another consumer must not take m-2 while its holder's handler could still run within the lease.
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 999);
+    expect(clock.now() - handedOutAt).toBe(999);
+    expect(second.items).toHaveLength(0);
+    await first.items[1]!.ack();
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
+  it("extendLease keeps a long handler's message from other consumers, and fails once the lease is lost", async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['long', 'lost']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [long, lost] = first.items as [Delivery, Delivery];
+
+    await advanceInSteps(clock, 900);
+    await long.extendLease!(1_000);
+    await consume(b, 'work', second, 2);
+    // The lease of `lost` (1.1 s from its claim) runs out and `b` takes it; `long` stays leased until 1900 ms.
+    await advanceInSteps(clock, 999);
+    expect(second.items.map((d) => d.id)).toEqual(['lost']);
+    await expect(lost.extendLease!(1_000)).rejects.toBeInstanceOf(LeaseLostError);
+    await long.ack();
+    await second.items[0]!.ack();
+    await expect(long.extendLease!(1_000)).rejects.toBeInstanceOf(AlreadySettledError);
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
+  it('extendLease refuses a length that is not a positive whole number of milliseconds', async () => {
+    const t = transport({ path: newPath() });
+    await t.send('work', { id: 'm', body: text('x'), headers: {} });
+    const inbox = new Inbox();
+    await consume(t, 'work', inbox, 1);
+    await until(() => inbox.items.length === 1);
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      await expect(inbox.items[0]!.extendLease!(bad)).rejects.toBeInstanceOf(RangeError);
+    }
+    await inbox.items[0]!.ack();
+  });
+});
