@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { bytesCodec } from '../../src/codec.js';
+import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
 import {
@@ -551,6 +553,43 @@ describe('SqliteTransport leases', () => {
     await second.items[0]!.ack();
     await expect(long.extendLease!(1_000)).rejects.toBeInstanceOf(AlreadySettledError);
     expect(count(reader(path), 'messages')).toBe(0);
+  });
+
+  it('a handler keeps its message with ctx.extendLease past the lease', async () => {
+    const { path, clock, a, b, second } = await twoConsumersAndTwoMessages(['slow', 'other']);
+    let extend!: () => void;
+    const extendNow = new Promise<void>((resolve) => (extend = resolve));
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const runs: string[] = [];
+    const endpoint = new Endpoint<Uint8Array>({
+      name: 'slow',
+      queue: 'work',
+      transport: a,
+      clock,
+      codec: bytesCodec,
+      concurrency: 2,
+      leaseMs: 1_000,
+      handler: async (_body, ctx) => {
+        runs.push(ctx.messageId);
+        if (ctx.messageId !== 'slow') return;
+        await extendNow;
+        await ctx.extendLease(2_000);
+        await finished;
+      },
+    });
+    await endpoint.start();
+    await until(() => runs.length === 2);
+    await advanceInSteps(clock, 900);
+    extend();
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 1_500);
+    expect(second.items).toHaveLength(0);
+    finish();
+    const db = reader(path);
+    await until(() => count(db, 'messages') === 0);
+    await endpoint.stop();
+    expect(runs.sort()).toEqual(['other', 'slow']);
   });
 
   it('extendLease refuses a length that is not a positive whole number of milliseconds', async () => {
