@@ -105,7 +105,7 @@ export class GroupCommit {
     this.#apply = store.db.transaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
       for (let i = 0; i < writes.length; i++) {
         const w = writes[i]!;
-        ok[i] = this.#applyOne(w.op, w.at) ? 1 : 0;
+        ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
       }
       const results: ClaimResult[] = new Array(claims.length);
       for (let i = 0; i < claims.length; i++) {
@@ -207,6 +207,8 @@ export class GroupCommit {
       this.#busyTries = 0;
       return;
     }
+    // Several writes of one group, committed one by one, may each find the lock taken: one wait serves them all.
+    if (this.#busyWait !== undefined) return;
     const delay = busyRetryDelay(this.#busyTries++);
     this.#busyWait = this.#clock.sleep(delay).then(() => {
       this.#busyWait = undefined;
@@ -239,8 +241,8 @@ export class GroupCommit {
     this.#closed = true;
   }
 
-  #applyOne(op: WriteOp, requestedAt: number): boolean {
-    // A delay counts from when the write was requested, not from the commit.
+  #applyOne(op: WriteOp, requestedAt: number, now: number): boolean {
+    // A delay counts from when the write was requested, not from the commit; a lease from the commit.
     const store = this.#store;
     switch (op.type) {
       case 'send': {
@@ -262,7 +264,7 @@ export class GroupCommit {
       case 'unclaim':
         return store.unclaim(op.row.kind, op.row.seq, op.row.lease, op.dueAt);
       case 'extend':
-        return store.extend(op.row.kind, op.row.seq, op.row.lease, requestedAt + op.leaseMs);
+        return store.extend(op.row.kind, op.row.seq, op.row.lease, now + op.leaseMs);
     }
   }
 }

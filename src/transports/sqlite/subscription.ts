@@ -344,6 +344,6 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
  * `leaseMs` of its claim's lease left; one that waited longer in the buffer is
  * leased again for `leaseMs` at hand-out.
  */
-export function claimLeaseMs(leaseMs: number): number {
+function claimLeaseMs(leaseMs: number): number {
   return leaseMs + Math.ceil(leaseMs / 10);
 }
