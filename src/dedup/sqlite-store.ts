@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
+import { systemClock, type Clock } from '../time/clock.js';
+import { SYNC_BUSY_WAIT_MS, writeWhenFree } from '../transports/sqlite/busy.js';
 import type { DedupClaim, DeduplicationStore } from './types.js';
 
 /** Options of {@link SqliteDeduplicationStore}. */
@@ -8,8 +10,15 @@ export interface SqliteDeduplicationStoreOptions {
   path: string;
   /** How long a handled id is remembered. Default 24 h. */
   windowMs?: number;
-  /** How long a writer waits for a lock held by another process. Default 5 000 ms. */
+  /**
+   * How long a write waits for a lock held by another process before it
+   * fails, in milliseconds. The wait does not block the event loop: SQLite
+   * waits at most 10 ms at a time and the write is tried again
+   * asynchronously. Default 5 000 ms.
+   */
   busyTimeoutMs?: number;
+  /** Paces the waits for a locked file. Default the system clock. */
+  clock?: Clock;
 }
 
 /** Begins between two sweeps of expired rows. */
@@ -25,6 +34,8 @@ const SWEEP_INTERVAL = 1_000;
 export class SqliteDeduplicationStore implements DeduplicationStore {
   readonly #db: Database.Database;
   readonly #windowMs: number;
+    readonly #busyTimeoutMs: number;
+    readonly #clock: Clock;
   readonly #begin: (id: string, now: number, leaseMs: number, token: string) => DedupClaim;
   readonly #complete: Database.Statement;
   readonly #abandon: Database.Statement;
@@ -33,9 +44,12 @@ export class SqliteDeduplicationStore implements DeduplicationStore {
 
   constructor(options: SqliteDeduplicationStoreOptions) {
     this.#windowMs = options.windowMs ?? 24 * 3600_000;
+    this.#busyTimeoutMs = Math.floor(options.busyTimeoutMs ?? 5_000);
+    this.#clock = options.clock ?? systemClock;
     this.#db = new Database(options.path);
     this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma(`busy_timeout = ${Math.floor(options.busyTimeoutMs ?? 5_000)}`);
+    // Creating the table waits synchronously for the lock, once, when the store opens.
+    this.#db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
     this.#db.exec(`CREATE TABLE IF NOT EXISTS redeliver_dedup (
       id TEXT PRIMARY KEY,
       handled INTEGER NOT NULL,
@@ -60,22 +74,27 @@ export class SqliteDeduplicationStore implements DeduplicationStore {
     );
     this.#abandon = this.#db.prepare('DELETE FROM redeliver_dedup WHERE id = ? AND handled = 0 AND token = ?');
     this.#prune = this.#db.prepare('DELETE FROM redeliver_dedup WHERE (handled = 1 AND at < ?) OR (handled = 0 AND at <= ?)');
+    this.#db.pragma(`busy_timeout = ${Math.min(this.#busyTimeoutMs, SYNC_BUSY_WAIT_MS)}`);
   }
 
   async begin(id: string, now: number, leaseMs: number): Promise<DedupClaim> {
     if (++this.#sincePrune >= SWEEP_INTERVAL) {
       this.#sincePrune = 0;
-      this.#prune.run(now - this.#windowMs, now);
+      await this.#write(() => this.#prune.run(now - this.#windowMs, now));
     }
-    return this.#begin(id, now, leaseMs, randomUUID());
+    return this.#write(() => this.#begin(id, now, leaseMs, randomUUID()));
   }
 
   async complete(id: string, _token: string, now: number): Promise<void> {
-    this.#complete.run(id, now);
+    await this.#write(() => this.#complete.run(id, now));
   }
 
   async abandon(id: string, token: string): Promise<void> {
-    this.#abandon.run(id, token);
+    await this.#write(() => this.#abandon.run(id, token));
+  }
+
+  #write<T>(write: () => T): Promise<T> {
+    return writeWhenFree(this.#clock, this.#busyTimeoutMs, write);
   }
 
   close(): void {

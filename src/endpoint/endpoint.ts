@@ -389,6 +389,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         requeue: (options = {}) => {
           requeue = requeueOptions(options);
         },
+        extendLease: (ms) => delivery.extendLease?.(ms) ?? Promise.resolve(),
       };
       const startedAt = config.clock.monotonic();
       if (attempts === 1) this.#flow.onFirstAttempt();

@@ -62,6 +62,13 @@ export interface Delivery {
   deadLetter(errorQueue: string, headers: Headers): Promise<void>;
   /** Give the message back unsettled, available again at once, without counting an attempt. */
   release(): Promise<void>;
+  /**
+   * Where the transport leases deliveries: keep this one from other
+   * consumers for `ms` more milliseconds, counted from now. Resolves once the
+   * new lease is written; rejects with an error marked `deliveryGone` when
+   * the lease was already lost. Absent on transports without leases.
+   */
+  extendLease?(ms: number): Promise<void>;
 }
 
 /** Options for {@link Transport.consume}. */

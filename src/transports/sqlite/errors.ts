@@ -43,3 +43,18 @@ export class TransportClosedError extends Error {
     super(`SqliteTransport is closed: cannot ${operation}`);
   }
 }
+
+/**
+ * Another connection (a second worker, the CLI) held the database's write
+ * lock for longer than `busyTimeoutMs`. Nothing was changed; the operation
+ * may be tried again, and a delivery it was to settle is still held.
+ */
+export class DatabaseBusyError extends Error {
+  override readonly name = 'DatabaseBusyError';
+  /** SQLite's result code, so code that checks `code` sees a busy database. */
+  readonly code = 'SQLITE_BUSY';
+
+  constructor(waitedMs: number, cause: unknown) {
+    super(`the SQLite database stayed locked by another connection for ${waitedMs} ms (busyTimeoutMs); nothing was changed`, { cause });
+  }
+}

@@ -4,7 +4,11 @@ import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/
 import type { Clock } from '../../time/clock.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import { nextTurn, writeWhenFree } from './busy.js';
 import { parseHeaders } from './codec.js';
+
+/** The most error entries one transaction of a purge deletes. */
+export const PURGE_CHUNK = 500;
 
 interface ErrorRow {
   seq: number;
@@ -29,16 +33,22 @@ interface DepthRow {
  * A replay goes only to a queue that exists in the file: one the `queues`
  * table lists as a work queue, which a queue joins when a message is first
  * sent to it or a consumer first consumes it, and never leaves.
+ *
+ * Writes wait for another connection's lock asynchronously, up to
+ * `busyTimeoutMs`, and a purge deletes in chunks of {@link PURGE_CHUNK} entries, one short transaction
+ * each, so workers on the same file keep committing while it runs.
  */
 export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #db: Database.Database;
   readonly #clock: Clock;
+  readonly #busyTimeoutMs: number;
   readonly #onQueued: (queue: string, dueAt: number) => void;
   readonly #count: Database.Statement<[string], number>;
   readonly #page: Database.Statement<[string, number, number], ErrorRow>;
   readonly #one: Database.Statement<[string, number], ErrorRow>;
   readonly #delete: Database.Statement<[string, number]>;
-  readonly #purge: Database.Statement<[string]>;
+  readonly #lastSeq: Database.Statement<[string], number | null>;
+  readonly #purgeChunk: Database.Statement<[string, number, number]>;
   readonly #insert: Database.Statement<[string, string, Buffer, string, number, number]>;
   readonly #kind: Database.Statement<[string], string>;
   readonly #workDepths: Database.Statement<[{ now: number }], DepthRow>;
@@ -46,15 +56,19 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #names: Database.Statement<[], { name: string; kind: string }>;
   readonly #sendBack: (queue: string, seq: number, options: SendBackOptions) => string | undefined;
 
-  constructor(db: Database.Database, clock: Clock, onQueued: (queue: string, dueAt: number) => void) {
+  constructor(db: Database.Database, clock: Clock, busyTimeoutMs: number, onQueued: (queue: string, dueAt: number) => void) {
     this.#db = db;
     this.#clock = clock;
+    this.#busyTimeoutMs = busyTimeoutMs;
     this.#onQueued = onQueued;
     this.#count = db.prepare<[string], number>('SELECT COUNT(*) FROM error_messages WHERE queue = ?').pluck(true);
     this.#page = db.prepare<[string, number, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? ORDER BY seq LIMIT ? OFFSET ?');
     this.#one = db.prepare<[string, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? AND seq = ?');
     this.#delete = db.prepare<[string, number]>('DELETE FROM error_messages WHERE queue = ? AND seq = ?');
-    this.#purge = db.prepare<[string]>('DELETE FROM error_messages WHERE queue = ?');
+    this.#lastSeq = db.prepare<[string], number | null>('SELECT max(seq) FROM error_messages WHERE queue = ?').pluck(true);
+    this.#purgeChunk = db.prepare<[string, number, number]>(
+      'DELETE FROM error_messages WHERE seq IN (SELECT seq FROM error_messages WHERE queue = ? AND seq <= ? ORDER BY seq LIMIT ?)',
+    );
     this.#insert = db.prepare<[string, string, Buffer, string, number, number]>(
       'INSERT INTO messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) VALUES (?, ?, ?, ?, ?, 0, ?)',
     );
@@ -108,18 +122,27 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = parseKey(key);
     if (seq === undefined) return undefined;
-    const destination = this.#sendBack(errorQueue, seq, options);
+    const destination = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#sendBack(errorQueue, seq, options));
     if (destination) this.#onQueued(destination, this.#clock.now());
     return destination;
   }
 
   async delete(errorQueue: string, key: string): Promise<boolean> {
     const seq = parseKey(key);
-    return seq !== undefined && this.#delete.run(errorQueue, seq).changes > 0;
+    return seq !== undefined && (await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#delete.run(errorQueue, seq).changes)) > 0;
   }
 
+  /** Deletes every entry in the queue when it is called; entries dead-lettered while it runs stay. */
   async purge(errorQueue: string): Promise<number> {
-    return this.#purge.run(errorQueue).changes;
+    const last = this.#lastSeq.get(errorQueue);
+    if (last === null || last === undefined) return 0;
+    let deleted = 0;
+    for (;;) {
+      const changes = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#purgeChunk.run(errorQueue, last, PURGE_CHUNK).changes);
+      deleted += changes;
+      if (changes < PURGE_CHUNK) return deleted;
+      await nextTurn();
+    }
   }
 
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
