@@ -36,6 +36,14 @@ export const DEFAULTS = {
   retryBudgetCapacity: 10,
   /** Delay of a retry the budget defers when no delayed-retry delay is left. */
   retryBudgetDeferMs: 1_000,
+  /**
+   * Tries of a failed settlement after the first, while the delivery is still
+   * held, before it is released: with the connection backoff below (1, 1.6,
+   * 2.56, 4.1, 6.6 s) about 16 s in all, inside the default 30 s lease.
+   */
+  settlementRetries: 5,
+  /** How long `Endpoint.stop` lets running handlers finish before it releases their deliveries. */
+  stopTimeoutMs: 30_000,
   /** How long a copy waits in the broker while another copy with its id is being handled. */
   dedupBusyRetryMs: 1_000,
   /** Send attempts in all for transient errors (RocketMQ producers retry twice by default). */

@@ -5,10 +5,10 @@
  * `redeliver/sqlite` (the embedded default), `redeliver/memory`,
  * `redeliver/rabbitmq`.
  */
-export { Endpoint, formatDelay, type EndpointStats } from './endpoint/endpoint.js';
+export { Endpoint, formatDelay, type EndpointStats, type StopOptions } from './endpoint/endpoint.js';
 export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
 export type { MessageContext, RequeueOptions } from './endpoint/context.js';
-export type { EndpointEvents, FailureEvent } from './endpoint/events.js';
+export type { EndpointEvents, FailureEvent, SettlementFailedEvent, SettlementOutcome } from './endpoint/events.js';
 export { OptionError } from './endpoint/validate.js';
 export { Producer, type ProducerOptions, type ProducerRetryOptions, type SendOptions, type ProducerEvents, type ProducerStats } from './producer/producer.js';
 export { ThrottledError, FatalSendError, SendTimeoutError, SendFailedError, type SendAttempt, type SendErrorKind } from './producer/errors.js';
@@ -39,6 +39,7 @@ export { FakeClock } from './time/fake-clock.js';
 export type {
   Transport,
   TransportCapabilities,
+  TransportLimits,
   Delivery,
   Subscription,
   ConsumeOptions,
@@ -46,3 +47,6 @@ export type {
   OutgoingMessage,
   Headers,
 } from './transport/types.js';
+export { isDeliveryGone, type DeliveryGone } from './transport/delivery-gone.js';
+export type { ErrorEntry, ErrorQueueOperations, SendBackOptions, BrowseOptions } from './transport/error-queue.js';
+export { SendBackRefusedError, isSendBackRefused, type SendBackRefusal } from './operations/send-back-destination.js';

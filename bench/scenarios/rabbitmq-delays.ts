@@ -1,10 +1,11 @@
 /**
- * `npm run bench -- rabbitmq-delays [--messages N] [--scale S] [--rate R] [--seed X] [--prefetch P] [--url URL]`
+ * `npm run bench -- rabbitmq-delays [--messages N] [--scale S] [--rate R] [--seed X] [--prefetch P] [--burst B] [--burst-delay D] [--url URL]`
  *
- * How precisely delayed retries come back, through redeliver's delay levels
- * and through the naive design (one retry queue, per-message TTL via the
- * `expiration` property, dead-lettered back to the work queue), in the same
- * run against the same broker.
+ * How precisely delayed retries come back, through redeliver's quorum delay
+ * levels, its classic delay levels, and the naive design (one retry queue,
+ * per-message TTL via the `expiration` property, dead-lettered back to the
+ * work queue), in the same run against the same broker; then how many
+ * delayed retries per second each kind of levels carries.
  *
  * N messages (default 10,000) each get one delayed retry. The delays are drawn
  * log-uniformly from 100 ms to 5 min with a seeded random, then divided by S
@@ -18,14 +19,20 @@
  * `retryQueues` is how many delay-level queues the delays went through (at
  * most 28, whatever the delays); `distinctDelays` is how many queues the
  * one-queue-per-TTL design would have needed for the same delays.
+ *
+ * Throughput: B messages (default 5,000) wait in the work queue; the
+ * consumer schedules a retry of D ms (default 1,000: six levels) for each as
+ * fast as the broker confirms them. Retries per second = B / (time from the
+ * first retry scheduled to the last copy back - D).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import { seededRandom } from '../../src/time/random.js';
 import type { Delivery } from '../../src/transport/types.js';
-import { delayLevels, RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
-import { percentile, printJson, printTable, positiveArg } from '../report.js';
+import { delayLevels, RabbitMqTransport, type DelayLevelType } from '../../src/transports/rabbitmq/index.js';
+import { deleteDelayTopology } from '../../test/support/delay-topology.js';
+import { percentile, printJson, printTable, positiveArg, roundTo } from '../report.js';
 
 const BODY_BYTES = 256;
 const MIN_DELAY_MS = 100;
@@ -45,6 +52,8 @@ export async function run(args: string[]): Promise<void> {
       seed: { type: 'string', default: '42' },
       prefetch: { type: 'string', default: '200' },
       rate: { type: 'string', default: '500' },
+      burst: { type: 'string', default: '5000' },
+      'burst-delay': { type: 'string', default: '1000' },
       url: { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
     },
   });
@@ -53,6 +62,8 @@ export async function run(args: string[]): Promise<void> {
   if (!(scale >= 1)) throw new RangeError(`--scale must be a number >= 1, got ${values.scale}`);
   const prefetch = positiveArg('prefetch', values.prefetch);
   const rate = positiveArg('rate', values.rate);
+  const burst = positiveArg('burst', values.burst);
+  const burstDelay = positiveArg('burst-delay', values['burst-delay']);
   const random = seededRandom(positiveArg('seed', values.seed));
   const url = values.url;
   const body = randomBytes(BODY_BYTES);
@@ -64,23 +75,38 @@ export async function run(args: string[]): Promise<void> {
   });
   const levelsUsed = new Set(delays.flatMap((d) => delayLevels(d)));
 
-  const ours = await throughDelayLevels(url, delays, body, prefetch, rate);
+  const quorum = await throughDelayLevels(url, 'quorum', delays, body, prefetch, rate);
+  const classic = await throughDelayLevels(url, 'classic', delays, body, prefetch, rate);
   const naive = await throughNaiveQueue(url, delays, body, prefetch, rate);
+  const quorumRate = await retriesPerSecond(url, 'quorum', burst, burstDelay, body, prefetch);
+  const classicRate = await retriesPerSecond(url, 'classic', burst, burstDelay, body, prefetch);
 
-  const summary = (name: string, l: Lateness) => ({
+  const summary = (name: string, l: Lateness, perSec?: number) => ({
     design: name,
     messages: l.values.length,
     'p50 ms': percentile(l.values, 50),
     'p99 ms': percentile(l.values, 99),
     'max ms': Math.max(...l.values),
     early: l.values.filter((v) => v < 0).length,
-    'run s': Math.round(l.wallMs / 100) / 10,
+    'run s': roundTo(l.wallMs / 1000, 1),
+    'retries/s': perSec === undefined ? '-' : Math.round(perSec),
   });
   printTable(
     `rabbitmq delayed retries: ${n} messages, delays log-uniform 100 ms..5 min divided by ${scale} ` +
-      `(${Math.min(...delays)} ms..${Math.max(...delays)} ms), sent at ${rate}/s; lateness = handed out - (scheduled + delay)`,
-    [summary('redeliver delay levels', ours), summary('naive per-message TTL, one queue', naive)],
+      `(${Math.min(...delays)} ms..${Math.max(...delays)} ms), sent at ${rate}/s; lateness = handed out - (scheduled + delay); ` +
+      `retries/s: ${burst} retries of ${burstDelay} ms scheduled at once`,
+    [
+      summary('quorum delay levels (at-least-once)', quorum, quorumRate),
+      summary('classic delay levels (at-most-once)', classic, classicRate),
+      summary('naive per-message TTL, one queue', naive),
+    ],
   );
+  const figures = (l: Lateness) => ({
+    p50LatenessMs: percentile(l.values, 50),
+    p99LatenessMs: percentile(l.values, 99),
+    maxLatenessMs: Math.max(...l.values),
+    earlyCount: l.values.filter((v) => v < 0).length,
+  });
   printJson({
     scenario: 'rabbitmq-delays',
     messages: n,
@@ -88,20 +114,16 @@ export async function run(args: string[]): Promise<void> {
     ratePerSec: rate,
     minDelayMs: Math.min(...delays),
     maxDelayMs: Math.max(...delays),
-    p50LatenessMs: percentile(ours.values, 50),
-    p99LatenessMs: percentile(ours.values, 99),
-    maxLatenessMs: Math.max(...ours.values),
-    earlyCount: ours.values.filter((v) => v < 0).length,
     retryQueues: levelsUsed.size,
     distinctDelays: new Set(delays).size,
-    naiveP50LatenessMs: percentile(naive.values, 50),
-    naiveP99LatenessMs: percentile(naive.values, 99),
-    naiveMaxLatenessMs: Math.max(...naive.values),
-    naiveEarlyCount: naive.values.filter((v) => v < 0).length,
+    burst,
+    burstDelayMs: burstDelay,
+    quorum: { ...figures(quorum), retriesPerSec: Math.round(quorumRate) },
+    classic: { ...figures(classic), retriesPerSec: Math.round(classicRate) },
+    naive: figures(naive),
   });
 }
 
-/** Every message through RabbitMqTransport: first delivery schedules the retry, the second is measured. */
 /** Calls `send(i)` for i = 0..n-1 at `rate` per second, in small batches on a steady schedule. */
 async function paced(n: number, rate: number, send: (i: number) => Promise<void>): Promise<void> {
   const started = performance.now();
@@ -113,16 +135,31 @@ async function paced(n: number, rate: number, send: (i: number) => Promise<void>
   }
 }
 
-async function throughDelayLevels(url: string, delays: number[], body: Buffer, prefetch: number, rate: number): Promise<Lateness> {
-  const queue = `bench-delays-${randomUUID().slice(0, 8)}`;
-  const transport = new RabbitMqTransport({ url, connectionName: 'redeliver-bench-delays' });
-  const scheduled = new Map<string, number>();
-  const lateness: number[] = [];
-  const failures: unknown[] = [];
-  let done!: () => void;
-  const finished = new Promise<void>((resolve) => (done = resolve));
+/** A transport on delay levels of `kind` under a prefix of its own, removed afterwards with its work queue. */
+async function withLevels<T>(url: string, kind: DelayLevelType, fn: (transport: RabbitMqTransport, queue: string) => Promise<T>): Promise<T> {
+  const suffix = randomUUID().slice(0, 8);
+  const queue = `bench-delays-${suffix}`;
+  const prefix = `bench-delays-${suffix}`;
+  const transport = new RabbitMqTransport({ url, topologyPrefix: prefix, delayLevels: kind, connectionName: 'redeliver-bench-delays' });
   try {
     await transport.connect();
+    return await fn(transport, queue);
+  } finally {
+    await transport.close();
+    const admin = await amqp.connect(url);
+    await deleteDelayTopology(admin, prefix, [queue]);
+    await admin.close();
+  }
+}
+
+/** Every message through RabbitMqTransport: first delivery schedules the retry, the second is measured. */
+function throughDelayLevels(url: string, kind: DelayLevelType, delays: number[], body: Buffer, prefetch: number, rate: number): Promise<Lateness> {
+  return withLevels(url, kind, async (transport, queue) => {
+    const scheduled = new Map<string, number>();
+    const lateness: number[] = [];
+    const failures: unknown[] = [];
+    let done!: () => void;
+    const finished = new Promise<void>((resolve) => (done = resolve));
     const started = performance.now();
     await transport.consume(
       queue,
@@ -144,13 +181,37 @@ async function throughDelayLevels(url: string, delays: number[], body: Buffer, p
     await finished;
     if (failures.length > 0) throw new Error(`${failures.length} retries failed; first: ${String(failures[0])}`);
     return { values: lateness, wallMs: performance.now() - started };
-  } finally {
-    const admin = await amqp.connect(url);
-    const ch = await admin.createChannel();
-    await ch.deleteQueue(queue).catch(() => undefined);
-    await admin.close();
-    await transport.close();
-  }
+  });
+}
+
+/** Delayed retries per second through levels of `kind`: `count` retries of `delayMs` scheduled as fast as they are confirmed. */
+function retriesPerSecond(url: string, kind: DelayLevelType, count: number, delayMs: number, body: Buffer, prefetch: number): Promise<number> {
+  return withLevels(url, kind, async (transport, queue) => {
+    for (let i = 0; i < count; i += 500) {
+      await Promise.all(Array.from({ length: Math.min(500, count - i) }, (_, j) => transport.send(queue, { id: `t-${i + j}`, body, headers: {} })));
+    }
+    const failures: unknown[] = [];
+    let back = 0;
+    let first: number | undefined;
+    let done!: () => void;
+    const finished = new Promise<void>((resolve) => (done = resolve));
+    await transport.consume(
+      queue,
+      (d: Delivery) => {
+        if (d.headers['back'] === '1') {
+          void d.ack();
+          if (++back === count) done();
+          return;
+        }
+        first ??= performance.now();
+        d.retryLater(delayMs, { back: '1' }).catch((error: unknown) => failures.push(error));
+      },
+      { prefetch },
+    );
+    await finished;
+    if (failures.length > 0) throw new Error(`${failures.length} retries failed; first: ${String(failures[0])}`);
+    return count / ((performance.now() - first! - delayMs) / 1000);
+  });
 }
 
 /** The design the AlphaSights post warns about: one retry queue, per-message TTL, dead-lettered back. */

@@ -6,6 +6,23 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/** The environment variable that holds the target of a command given `-` or no target. */
+export const TARGET_ENV = 'REDELIVER_URL';
+
+/**
+ * The target a command works on: `target` itself, or `$REDELIVER_URL` when
+ * it is omitted or `-` (a URL in the environment stays out of the process
+ * list, where `ps` shows its password to every user of the machine).
+ */
+export function resolveTarget(target: string | undefined, env: Readonly<Record<string, string | undefined>>): string {
+  if (target !== undefined && target !== '-') return target;
+  const fromEnv = env[TARGET_ENV];
+  if (fromEnv === undefined || fromEnv === '') {
+    throw new UsageError(`no target: give the SQLite file an endpoint uses or an amqp:// URL, or set ${TARGET_ENV} (and give - or nothing as the target)`);
+  }
+  return fromEnv;
+}
+
 /**
  * Opens the transport a command works on: an `amqp://` or `amqps://` URL is
  * RabbitMQ, anything else a SQLite file, which must exist.

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import type { Transport } from '../transport/types.js';
+import { redactCredentials } from '../util/redact.js';
 import { openTransport, UsageError } from './open-transport.js';
 
 /** Where a command writes: a process stream, or anything with `write` (tests collect the text). */
@@ -31,6 +32,8 @@ export interface CliIo {
   readonly trapSignals?: boolean;
   /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file or an amqp:// URL. */
   readonly openTransport?: (target: string) => Promise<Transport>;
+  /** Where `REDELIVER_URL` is read, the target of a command given `-` or none. Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** Thrown when a long operation stopped on request (Ctrl-C) after reporting what it did; the CLI exits with code 130. */
@@ -52,13 +55,14 @@ export function buildProgram(io?: Partial<CliIo>): Command {
     trapSignals: io?.trapSignals ?? io === undefined,
     ...(io?.signal ? { signal: io.signal } : {}),
     ...(io?.openTransport ? { openTransport: io.openTransport } : {}),
+    env: io?.env ?? process.env,
   };
   const program = new Command()
     .name('redeliver')
     .description('Recoverability for message handlers: retries, delayed retries and error queues on SQLite, RabbitMQ and more.')
     .configureOutput({
       writeOut: (text) => void resolved.stdout.write(text),
-      writeErr: (text) => void resolved.stderr.write(text),
+      writeErr: (text) => void resolved.stderr.write(redactCredentials(text)),
     })
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
@@ -129,7 +133,7 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
       // Commander has printed its own message (or the help) already.
       return error.exitCode === 0 ? 0 : 2;
     }
-    ioOf(program).stderr.write(`redeliver: ${error instanceof Error ? error.message : String(error)}\n`);
+    ioOf(program).stderr.write(`redeliver: ${redactCredentials(error instanceof Error ? error.message : String(error))}\n`);
     if (error instanceof UsageError) return 2;
     return error instanceof InterruptedError ? 130 : 1;
   }

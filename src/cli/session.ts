@@ -1,18 +1,23 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Transport } from '../transport/types.js';
-import { openTransport } from './open-transport.js';
+import { redactCredentials } from '../util/redact.js';
+import { openTransport, resolveTarget, TARGET_ENV } from './open-transport.js';
 import { ioOf, type CliIo, type OutputStream } from './program.js';
 
 /** Help text of every `<target>` argument. */
-export const TARGET_HELP = 'the SQLite file an endpoint uses, or an amqp:// URL';
+export const TARGET_HELP = `the SQLite file an endpoint uses, or an amqp:// URL; - for $${TARGET_ENV}`;
+
+/** Help text of a `[target]` argument, which may be left out. */
+export const OPTIONAL_TARGET_HELP = `${TARGET_HELP} (the default)`;
 
 /**
- * Opens `target`, runs `fn`, and closes the transport whatever happens, so
- * the process can exit. An error from `fn` wins over one from closing.
+ * Opens `target` (see {@link resolveTarget}), runs `fn`, and closes the
+ * transport whatever happens, so the process can exit. An error from `fn`
+ * wins over one from closing.
  */
-export async function withTransport<T>(command: Command, target: string, fn: (transport: Transport, io: CliIo) => Promise<T>): Promise<T> {
+export async function withTransport<T>(command: Command, target: string | undefined, fn: (transport: Transport, io: CliIo) => Promise<T>): Promise<T> {
   const io = ioOf(command);
-  const transport = await (io.openTransport ?? openTransport)(target);
+  const transport = await (io.openTransport ?? openTransport)(resolveTarget(target, io.env ?? process.env));
   let result: T;
   try {
     result = await fn(transport, io);
@@ -22,6 +27,14 @@ export async function withTransport<T>(command: Command, target: string, fn: (tr
   }
   await transport.close();
   return result;
+}
+
+/**
+ * `target` as a command line shown to the operator may repeat it: `-` when
+ * it comes from the environment, else without its password.
+ */
+export function shownTarget(target: string | undefined): string {
+  return target === undefined || target === '-' ? '-' : redactCredentials(target);
 }
 
 /**

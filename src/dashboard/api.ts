@@ -1,5 +1,7 @@
 import { summarizeError } from '../headers/failure.js';
-import type { ErrorQueueOperations } from '../transport/error-queue.js';
+import { isSendBackRefused } from '../operations/send-back-destination.js';
+import { redactCredentials } from '../util/redact.js';
+import type { ErrorQueueOperations, SendBackOptions } from '../transport/error-queue.js';
 import { entryDetail, type EntryDetail } from './entry-view.js';
 import { summarize, type EntrySummary, type GroupIndex, type GroupView } from './groups.js';
 import type { DashboardConfig } from './options.js';
@@ -24,6 +26,7 @@ const MAX_LIMIT = 500;
 /** The JSON API behind the page. Every method validates its input; queues outside `errorQueues` are refused. */
 export class DashboardApi {
   readonly #ops: ErrorQueueOperations;
+  readonly #sendBackOptions: SendBackOptions;
 
   constructor(
     private readonly config: DashboardConfig,
@@ -31,6 +34,7 @@ export class DashboardApi {
     private readonly stats: StatsCollector,
   ) {
     this.#ops = config.transport.errorQueue!;
+    this.#sendBackOptions = config.allowedQueues === undefined ? {} : { allowedQueues: config.allowedQueues };
   }
 
   /** GET /api/groups?offset=&limit=: the failure groups of every error queue, largest first. */
@@ -83,12 +87,23 @@ export class DashboardApi {
     return { transport: this.config.transport.name, ...(await this.stats.read()) };
   }
 
-  /** POST /api/retry {errorQueue, key} | {errorQueue, group}: send one entry, or every entry of a group, back. */
+  /**
+   * POST /api/retry {errorQueue, key} | {errorQueue, group}: send one entry,
+   * or every entry of a group, back. A refused destination (missing, an
+   * error queue, not allowed) is a 409 for one entry, and counts as failed
+   * in a group.
+   */
   async retry(body: unknown): Promise<{ sentTo: string | null } | { sent: number; missing: number; failed: number; error?: string }> {
     const input = object(body);
     const errorQueue = this.#errorQueue(input['errorQueue']);
     if (typeof input['key'] === 'string' && input['group'] === undefined) {
-      const sentTo = await this.#ops.sendBack(errorQueue, input['key']);
+      let sentTo: string | undefined;
+      try {
+        sentTo = await this.#ops.sendBack(errorQueue, input['key'], this.#sendBackOptions);
+      } catch (error) {
+        if (isSendBackRefused(error)) throw new ApiError(409, error.message);
+        throw error;
+      }
       this.#changed(errorQueue, sentTo === undefined ? 0 : 1);
       return { sentTo: sentTo ?? null };
     }
@@ -120,11 +135,11 @@ export class DashboardApi {
       while (next < members.length) {
         const { key } = members[next++]!;
         try {
-          if ((await this.#ops.sendBack(errorQueue, key)) === undefined) missing++;
+          if ((await this.#ops.sendBack(errorQueue, key, this.#sendBackOptions)) === undefined) missing++;
           else sent++;
         } catch (error) {
           failed++;
-          firstError ??= summarizeError(error).message;
+          firstError ??= redactCredentials(summarizeError(error).message);
         }
       }
     };

@@ -36,6 +36,22 @@ export interface DashboardOptions {
   host?: string;
   /** The port to listen on. Default 0: a free port, read it from `url`. */
   port?: number;
+  /**
+   * The address people open the dashboard at when a reverse proxy serves
+   * it, such as `https://ops.example.com/redeliver/`; the proxy passes the
+   * path below it on with the prefix removed. State-changing requests must
+   * then come from its origin (`Origin: https://ops.example.com`), its host
+   * is accepted as the Host header, and the token cookie is scoped to its
+   * path and marked `Secure` when it is https. Requests made straight to the
+   * listening address keep working as without it. Default none.
+   */
+  publicUrl?: string;
+  /**
+   * The only queues "retry" may send messages to. Default: any queue that
+   * exists and is not an error queue. A message whose destination is
+   * refused stays in the error queue, and the answer says why.
+   */
+  allowedQueues?: readonly string[];
   /** Source of time for the per-minute rates and the group cache. Default the system clock. */
   clock?: Clock;
   /** How long computed failure groups are reused before the error queue is read again, in milliseconds. Default 3000. */
@@ -54,6 +70,9 @@ export interface DashboardConfig {
   readonly token: string | undefined;
   readonly host: string;
   readonly port: number;
+  /** The parsed `publicUrl`, its path ending in `/`; undefined without one. */
+  readonly publicUrl: URL | undefined;
+  readonly allowedQueues: readonly string[] | undefined;
   readonly clock: Clock;
   readonly groupCacheMs: number;
   readonly maxScan: number;
@@ -95,6 +114,10 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   }
   const port = options.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new DashboardOptionError('port must be a whole number from 0 to 65535');
+  const allowedQueues = options.allowedQueues === undefined ? undefined : [...options.allowedQueues];
+  if (allowedQueues !== undefined && allowedQueues.some((q) => typeof q !== 'string' || q === '')) {
+    throw new DashboardOptionError('allowedQueues must be a list of queue names');
+  }
   return {
     transport,
     errorQueues: [...new Set(errorQueues)],
@@ -102,11 +125,27 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
     token,
     host,
     port,
+    publicUrl: options.publicUrl === undefined ? undefined : parsePublicUrl(options.publicUrl),
+    allowedQueues,
     clock: options.clock ?? systemClock,
     groupCacheMs: whole('groupCacheMs', options.groupCacheMs ?? 3_000, 0),
     maxScan: whole('maxScan', options.maxScan ?? 100_000, 1),
     bodyPreviewBytes: whole('bodyPreviewBytes', options.bodyPreviewBytes ?? 65_536, 16),
   };
+}
+
+function parsePublicUrl(value: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new DashboardOptionError(`publicUrl must be an absolute http:// or https:// address, got ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DashboardOptionError(`publicUrl must be an http:// or https:// address, got ${url.protocol}`);
+  if (url.username !== '' || url.password !== '') throw new DashboardOptionError('publicUrl must not carry a user name or password');
+  if (url.search !== '' || url.hash !== '') throw new DashboardOptionError('publicUrl must not carry a query or a fragment');
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
 }
 
 function whole(name: string, value: number, min: number): number {

@@ -170,7 +170,7 @@ const SCRIPT = `
   // ---- live counters ----
   async function refreshStats() {
     let s;
-    try { s = await api('/api/stats'); } catch (e) {
+    try { s = await api('api/stats'); } catch (e) {
       replace('error-queues', el('p', { className: 'error-text' }, 'Could not read the counters: ' + e.message));
       return;
     }
@@ -220,7 +220,7 @@ const SCRIPT = `
   // ---- groups ----
   async function refreshGroups() {
     let data;
-    try { data = await api('/api/groups?' + q({ limit: 200 })); } catch (e) { status('Could not read the error queues: ' + e.message, true); return; }
+    try { data = await api('api/groups?' + q({ limit: 200 })); } catch (e) { status('Could not read the error queues: ' + e.message, true); return; }
     state.groups = data.groups;
     const notes = data.queues.map((x) => x.errorQueue + ': ' + num(x.scanned) + ' messages' + (x.truncated ? ' (more not read: groups are partial)' : ''));
     $('groups-note').textContent = notes.join(' \\u00b7 ') + (data.total > data.groups.length ? ' \\u00b7 showing ' + data.groups.length + ' of ' + data.total + ' groups' : '');
@@ -261,7 +261,7 @@ const SCRIPT = `
     if (!sel) return;
     let data;
     try {
-      data = await api('/api/entries?' + q({ errorQueue: sel.errorQueue, group: sel.id, offset: state.offset, limit: state.limit }));
+      data = await api('api/entries?' + q({ errorQueue: sel.errorQueue, group: sel.id, offset: state.offset, limit: state.limit }));
     } catch (e) { status('Could not read the messages: ' + e.message, true); return; }
     state.total = data.total;
     $('messages-panel').hidden = false;
@@ -285,7 +285,7 @@ const SCRIPT = `
   // ---- one message ----
   async function showEntry(errorQueue, key) {
     let d;
-    try { d = await api('/api/entries/' + encodeURIComponent(errorQueue) + '/' + encodeURIComponent(key)); } catch (e) { status('Could not read the message: ' + e.message, true); return; }
+    try { d = await api('api/entries/' + encodeURIComponent(errorQueue) + '/' + encodeURIComponent(key)); } catch (e) { status('Could not read the message: ' + e.message, true); return; }
     state.entry = { errorQueue, key };
     $('detail-panel').hidden = false;
     $('detail-title').textContent = d.messageId;
@@ -335,7 +335,7 @@ const SCRIPT = `
   }
   function retryOne(errorQueue, key) {
     return act('Retrying', async () => {
-      const r = await api('/api/retry', { errorQueue, key });
+      const r = await api('api/retry', { errorQueue, key });
       if (state.entry && state.entry.key === key) closeEntry();
       return r.sentTo ? 'Sent back to ' + r.sentTo + '.' : 'It was no longer in the error queue.';
     });
@@ -343,7 +343,7 @@ const SCRIPT = `
   function deleteOne(errorQueue, key) {
     if (!window.confirm('Delete this message for good?')) return;
     return act('Deleting', async () => {
-      const r = await api('/api/delete', { errorQueue, key });
+      const r = await api('api/delete', { errorQueue, key });
       if (state.entry && state.entry.key === key) closeEntry();
       return r.deleted ? 'Deleted.' : 'It was no longer in the error queue.';
     });
@@ -351,7 +351,7 @@ const SCRIPT = `
   function retryGroup(g) {
     if (!window.confirm('Send ' + g.count + ' messages back to the queues they failed on?')) return;
     return act('Retrying the group', async () => {
-      const r = await api('/api/retry', { errorQueue: g.errorQueue, group: g.signature.id });
+      const r = await api('api/retry', { errorQueue: g.errorQueue, group: g.signature.id });
       return 'Sent back ' + r.sent + ' messages' + (r.missing ? ' (' + r.missing + ' were already gone)' : '') + (r.failed ? '; ' + r.failed + ' failed: ' + r.error : '') + '.';
     });
   }

@@ -50,10 +50,13 @@ export function pagePolicy(nonce: string): string {
  * name as Host. On a non-loopback address the names the machine is reached
  * by are unknown, and the token guards instead.
  */
-export function allowedHosts(boundHost: string, port: number): Set<string> | undefined {
+export function allowedHosts(boundHost: string, port: number, publicUrl: URL | undefined): Set<string> | undefined {
   if (!isLoopbackHost(boundHost)) return undefined;
   const names = new Set(['127.0.0.1', 'localhost', '[::1]', bracket(boundHost)]);
-  return new Set([...names].map((n) => `${n.toLowerCase()}:${port}`));
+  const hosts = new Set([...names].map((n) => `${n.toLowerCase()}:${port}`));
+  // A reverse proxy that keeps the Host header sends the public one.
+  if (publicUrl) hosts.add(publicUrl.host.toLowerCase());
+  return hosts;
 }
 
 /** IPv6 addresses in URLs and Host headers are bracketed. */
@@ -88,22 +91,38 @@ export function cookie(req: IncomingMessage, name: string): string | undefined {
   return undefined;
 }
 
-/** The Set-Cookie value that keeps the token for this dashboard. */
-export function tokenCookie(token: string): string {
-  return `${TOKEN_COOKIE}=${encodeURIComponent(token)}; Path=/; HttpOnly; SameSite=Strict`;
+/**
+ * The Set-Cookie value that keeps the token for this dashboard: scoped to
+ * the public path and `Secure` when the dashboard is served over https.
+ */
+export function tokenCookie(token: string, publicUrl: URL | undefined): string {
+  const secure = publicUrl?.protocol === 'https:' ? '; Secure' : '';
+  return `${TOKEN_COOKIE}=${encodeURIComponent(token)}; Path=${publicUrl?.pathname ?? '/'}; HttpOnly; SameSite=Strict${secure}`;
+}
+
+/**
+ * Whether `origin` is the dashboard's own: the origin of its public URL, or
+ * `http://` and the Host header of a request made straight to the
+ * listening address (not through the public host).
+ */
+export function isOwnOrigin(origin: string, host: string, publicUrl: URL | undefined): boolean {
+  const o = origin.toLowerCase();
+  const h = host.toLowerCase();
+  if (publicUrl && o === publicUrl.origin.toLowerCase()) return true;
+  return h !== publicUrl?.host.toLowerCase() && o === `http://${h}`;
 }
 
 /**
  * Why a state-changing request is refused, or undefined when it may go on:
- * it must come from the dashboard's own page (same Origin as Host, and
- * same-origin by Fetch Metadata when the browser sends it), carry the CSRF
- * token, and be JSON.
+ * it must come from the dashboard's own page (its Origin is the dashboard's,
+ * see {@link isOwnOrigin}, and it is same-origin by Fetch Metadata when the
+ * browser sends it), carry the CSRF token, and be JSON.
  */
-export function stateChangeRefusal(req: IncomingMessage, csrfToken: string): { status: number; error: string } | undefined {
+export function stateChangeRefusal(req: IncomingMessage, csrfToken: string, publicUrl: URL | undefined): { status: number; error: string } | undefined {
   const host = req.headers.host;
   const origin = req.headers.origin;
-  if (typeof origin !== 'string' || typeof host !== 'string' || origin.toLowerCase() !== `http://${host.toLowerCase()}`) {
-    return { status: 403, error: 'the request does not come from this dashboard (Origin does not match Host)' };
+  if (typeof origin !== 'string' || typeof host !== 'string' || !isOwnOrigin(origin, host, publicUrl)) {
+    return { status: 403, error: "the request does not come from this dashboard (Origin is neither the public URL's nor the Host's)" };
   }
   const site = req.headers['sec-fetch-site'];
   if (typeof site === 'string' && site !== 'same-origin') return { status: 403, error: 'cross-site request refused' };

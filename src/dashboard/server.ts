@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { systemClock } from '../time/clock.js';
+import { redactCredentials } from '../util/redact.js';
 import { ApiError, DashboardApi } from './api.js';
 import { GroupIndex } from './groups.js';
 import { resolveDashboardConfig, type DashboardOptions } from './options.js';
@@ -22,6 +23,8 @@ import { StatsCollector } from './stats.js';
 export interface Dashboard {
   /** Where it listens, such as `http://127.0.0.1:8080/`. With a token, open it once as `url + '?token=' + token`. */
   readonly url: string;
+  /** Where people open it: the `publicUrl` option, else {@link url}. */
+  readonly publicUrl: string;
   /** Stops listening and closes open connections. The transport stays open. */
   close(): Promise<void>;
 }
@@ -46,7 +49,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
-      if (!res.headersSent) json(res, 500, { error: `internal error: ${error instanceof Error ? error.message : String(error)}` });
+      if (!res.headersSent) json(res, 500, { error: `internal error: ${redactCredentials(error instanceof Error ? error.message : String(error))}` });
       else res.destroy();
     });
   });
@@ -64,8 +67,8 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       const queryToken = url.pathname === '/' && method === 'GET' ? url.searchParams.get('token') : null;
       if (queryToken !== null && safeEqual(queryToken, config.token)) {
         // Trade the token in the address bar for a cookie, and drop it from the address.
-        res.setHeader('Set-Cookie', tokenCookie(config.token));
-        res.writeHead(303, { Location: '/' }).end();
+        res.setHeader('Set-Cookie', tokenCookie(config.token, config.publicUrl));
+        res.writeHead(303, { Location: config.publicUrl?.pathname ?? '/' }).end();
         return;
       }
       const presented = presentedToken(req);
@@ -90,7 +93,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     try {
       if (path === '/api/retry' || path === '/api/delete') {
         if (method !== 'POST') return methodNotAllowed(res, 'POST');
-        const refusal = stateChangeRefusal(req, csrfToken);
+        const refusal = stateChangeRefusal(req, csrfToken, config.publicUrl);
         if (refusal) return json(res, refusal.status, { error: refusal.error });
         const body = await readJson(req);
         return json(res, 200, path === '/api/retry' ? await api.retry(body) : await api.delete(body));
@@ -112,7 +115,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     server.once('error', reject);
     server.listen(config.port, config.host, () => {
       server.off('error', reject);
-      hosts = allowedHosts(config.host, (server.address() as AddressInfo).port);
+      hosts = allowedHosts(config.host, (server.address() as AddressInfo).port, config.publicUrl);
       resolve();
     });
   });
@@ -120,8 +123,10 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
   await stats.read().catch(() => undefined); // the first reading, so rates have a starting point
 
   let closed: Promise<void> | undefined;
+  const url = `http://${bracket(config.host)}:${port}/`;
   return {
-    url: `http://${bracket(config.host)}:${port}/`,
+    url,
+    publicUrl: config.publicUrl?.href ?? url,
     close() {
       closed ??= new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -21,6 +21,7 @@ export interface EndpointConfig<T> {
   readonly handler: Handler<T>;
   readonly concurrency: number;
   readonly leaseMs: number;
+  readonly settlementRetries: number;
   readonly immediateRetries: number;
   readonly delayedRetries: number;
   readonly delayedBackoff: Backoff;
@@ -35,6 +36,15 @@ export interface EndpointConfig<T> {
   readonly random: Random;
   readonly logger: Logger;
   readonly host: string;
+}
+
+/** `concurrency`, which is the endpoint's prefetch, checked against the transport's largest prefetch. */
+function withinLimits(transport: Transport, concurrency: number): number {
+  const max = transport.limits?.maxPrefetch;
+  if (max !== undefined && concurrency > max) {
+    throw new OptionError(`concurrency must be at most ${max} on the ${transport.name} transport (the largest prefetch it accepts), got ${concurrency}`);
+  }
+  return concurrency;
 }
 
 /** Validates options, naming the option at fault, and fills in defaults. */
@@ -55,8 +65,9 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     queue: options.queue === undefined ? name : nonEmpty('queue', options.queue),
     transport,
     handler: fn<Handler<T>>('handler', options.handler),
-    concurrency: wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000),
+    concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
+    settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),
     delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
     delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),

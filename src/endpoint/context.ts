@@ -29,4 +29,11 @@ export interface MessageContext {
    * delayed retries are spent the message goes to the error queue instead.
    */
   requeue(options?: RequeueOptions): void;
+  /**
+   * Keep the message from other consumers for `ms` more milliseconds,
+   * counted from now, for a handler that may outlive the transport's lease
+   * (SQLite's `leaseMs`). Rejects when the lease was already lost. Resolves
+   * at once on transports without leases.
+   */
+  extendLease(ms: number): Promise<void>;
 }

@@ -1,3 +1,4 @@
+import { connectionBackoff } from '../backoff/connection.js';
 import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
@@ -7,12 +8,19 @@ import type { FailureContext } from '../policy/context.js';
 import { deadLetter, type Decision } from '../policy/decision.js';
 import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
 import { DeserializationError } from '../policy/errors.js';
+import type { DedupClaim } from '../dedup/types.js';
+import { isDeliveryGone } from '../transport/delivery-gone.js';
 import type { Delivery, Subscription } from '../transport/types.js';
+import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
-import type { EndpointEvents, FailureEvent } from './events.js';
+import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.js';
 import type { EndpointOptions } from './options.js';
+import { guardedBackoff, guardedLogger, guardedPredicate, UserPartError } from './guard.js';
 import { duration } from './validate.js';
+import { MAX_TIMER_MS } from '../time/clock.js';
+import type { Logger } from '../logger.js';
+import type { DefaultPolicySettings } from '../policy/default-policy.js';
 
 /** Counters an endpoint keeps since it started. */
 export interface EndpointStats {
@@ -24,11 +32,24 @@ export interface EndpointStats {
   duplicates: number;
   deadLettered: number;
   discarded: number;
+  /** Settlement tries that failed (each try counts). */
   settlementFailures: number;
+  /** Deliveries the endpoint holds: running, waiting for a slot, or waiting for a copy with their id to finish. */
   inFlight: number;
 }
 
 type State = 'idle' | 'running' | 'stopping' | 'stopped';
+
+/** Options of {@link Endpoint.stop}. */
+export interface StopOptions {
+  /**
+   * How long running handlers may take to finish after their `signal`
+   * aborts. Deliveries whose handler has not finished by then are released
+   * back to their queue (a handler that finishes later cannot settle them),
+   * and `stop` resolves. Default 30 000 ms.
+   */
+  timeoutMs?: number;
+}
 
 /**
  * The consume loop: takes messages from a queue, runs the handler, and when
@@ -38,7 +59,16 @@ type State = 'idle' | 'running' | 'stopping' | 'stopped';
 export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly config: EndpointConfig<T>;
   readonly #policy: (context: FailureContext) => Decision;
-  readonly #inFlight = new Set<Promise<void>>();
+  /** The retry settings with the user's predicate and backoff guarded: their failures are marked as theirs. */
+  readonly #retry: DefaultPolicySettings;
+  /** The user's logger, unable to throw. */
+  readonly #logger: Logger;
+  /** Deliveries whose handler is running, to release if it outlives the stop timeout. */
+  readonly #running = new Set<Delivery>();
+  /** Every handler run and every hand-back under way, for a graceful stop. */
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #admission: Admission<Delivery>;
+  readonly #settlementBackoff = connectionBackoff();
   readonly #stopping = new AbortController();
   readonly #flow: FlowController;
   #subscription: Promise<Subscription> | undefined;
@@ -58,13 +88,24 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   };
 
   constructor(options: EndpointOptions<T>) {
-    super((error, event) => this.config.logger.error({ err: error, event: String(event) }, 'redeliver: an event listener threw'));
+    super((error, event) => this.#logger.error({ err: error, event: String(event) }, 'redeliver: an event listener threw'));
     this.config = resolveEndpointConfig(options);
-    const base = defaultPolicy({ ...this.config });
-    const custom = this.config.policy;
-    this.#policy = custom ? (context) => custom(context, base(context)) : base;
     const { config } = this;
-    this.#flow = new FlowController(config.flow, config.concurrency, config.clock, config.random, config.logger, (event, args) => this.emit(event, args as EndpointEvents[typeof event]));
+    this.#logger = guardedLogger(config.logger);
+    this.#admission = new Admission(config.concurrency, (delivery) => this.#launch(delivery));
+    this.#retry = { ...config, isUnrecoverable: guardedPredicate(config.isUnrecoverable), delayedBackoff: guardedBackoff(config.delayedBackoff) };
+    const base = defaultPolicy(this.#retry);
+    const custom = config.policy;
+    this.#policy = custom ? (context) => custom(context, base(context)) : base;
+    this.#flow = new FlowController(
+      config.flow,
+      config.concurrency,
+      config.clock,
+      config.random,
+      this.#logger,
+      (event, args) => this.emit(event, args as EndpointEvents[typeof event]),
+      (limit) => this.#admission.setLimit(limit),
+    );
   }
 
   /** Consumer backoff, rate limiting and retry budget state. */
@@ -74,7 +115,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   /** A snapshot of the counters. */
   get stats(): EndpointStats {
-    return { ...this.#stats, inFlight: this.#inFlight.size };
+    return { ...this.#stats, inFlight: this.#admission.held };
   }
 
   /** Whether the endpoint is consuming. */
@@ -106,15 +147,27 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   }
 
   /**
-   * Stops taking messages, aborts the handlers' `signal`, lets in-flight
-   * handlers finish and settle, and leaves every other message in the store.
+   * Stops taking messages, hands back at once the deliveries waiting for a
+   * slot, aborts the handlers' `signal`, lets running handlers finish and
+   * settle within `timeoutMs` (then releases the deliveries of those that
+   * did not), and leaves every other message in the store. A subscription
+   * that cannot be paused or closed is logged and does not stop the stop.
+   * Only the first call's options count.
    */
-  stop(): Promise<void> {
-    this.#stopped ??= this.#stop();
+  stop(options: StopOptions = {}): Promise<void> {
+    if (!this.#stopped) {
+      let timeoutMs: number;
+      try {
+        timeoutMs = duration('stop timeoutMs', options.timeoutMs ?? DEFAULTS.stopTimeoutMs);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      this.#stopped = this.#stop(timeoutMs);
+    }
     return this.#stopped;
   }
 
-  async #stop(): Promise<void> {
+  async #stop(timeoutMs: number): Promise<void> {
     if (this.#state === 'idle') {
       this.#state = 'stopped';
       return;
@@ -122,24 +175,111 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     this.#state = 'stopping';
     this.#flow.stop();
     const subscription = await this.#subscription?.catch(() => undefined);
-    await subscription?.pause();
+    try {
+      await subscription?.pause();
+    } catch (error) {
+      this.#logger.error({ err: error, queue: this.config.queue }, `redeliver: could not pause consumption of queue '${this.config.queue}' while stopping; stopping anyway`);
+    }
+    for (const delivery of this.#admission.takeWaiting()) {
+      this.#track(this.#settle(delivery, 'release', () => delivery.release()).then(() => this.#admission.left()));
+    }
     this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-    await subscription?.close();
+    if (!(await this.#drain(timeoutMs))) await this.#releaseUnfinished(timeoutMs);
+    try {
+      await subscription?.close();
+    } catch (error) {
+      this.#logger.error({ err: error, queue: this.config.queue }, `redeliver: could not close the subscription to queue '${this.config.queue}'`);
+    }
     this.#state = 'stopped';
+  }
+
+  /** Waits for every task to end, for at most `timeoutMs`; resolves whether they all did. */
+  async #drain(timeoutMs: number): Promise<boolean> {
+    const timer = new AbortController();
+    const timedOut = this.config.clock.sleep(timeoutMs, timer.signal).then(
+      () => true,
+      () => false,
+    );
+    const drained = (async () => {
+      while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+      return true;
+    })();
+    const finished = await Promise.race([drained, timedOut.then((expired) => !expired)]);
+    timer.abort();
+    return finished;
+  }
+
+  /** The stop timeout passed: hands back every delivery whose handler is still running. */
+  async #releaseUnfinished(timeoutMs: number): Promise<void> {
+    const releases = [...this.#running].map(async (delivery) => {
+      this.#logger.error(
+        { messageId: delivery.id, queue: delivery.queue, timeoutMs },
+        `redeliver: the handler of message '${delivery.id}' did not finish within the stop timeout of ${formatDelay(timeoutMs)}; releasing it to queue '${delivery.queue}'`,
+      );
+      await this.#settle(delivery, 'release', () => delivery.release());
+    });
+    await Promise.allSettled(releases);
   }
 
   #accept(delivery: Delivery): void {
     if (this.#state !== 'running') {
-      // A delivery that raced with stop: hand it back once consumption is paused.
+      // A delivery that raced with stop: hand it back once consumption is paused (or could not be).
       void this.#subscription
         ?.then((s) => s.pause())
+        .catch(() => undefined)
         .then(() => delivery.release())
         .catch(() => undefined);
       return;
     }
-    const task = this.#process(delivery).finally(() => this.#inFlight.delete(task));
-    this.#inFlight.add(task);
+    this.#admission.admit(delivery);
+  }
+
+  /** Runs a delivery the admission let through; one the stop overtook goes back at once. */
+  #launch(delivery: Delivery): void {
+    this.#running.add(delivery);
+    const run = this.#state === 'running' ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    this.#track(
+      run.then(
+        () => undefined,
+        (error: unknown) => this.#rescue(delivery, error),
+      ),
+      () => {
+        this.#running.delete(delivery);
+        this.#admission.finished(delivery);
+      },
+    );
+  }
+
+  #track(work: Promise<unknown>, after?: () => void): void {
+    const task = work.then(() => {
+      this.#tasks.delete(task);
+      after?.();
+    });
+    this.#tasks.add(task);
+  }
+
+  /**
+   * Something threw outside the handler. A user-supplied part (the
+   * unrecoverable predicate, the delayed backoff) will fail again for this
+   * message, so it goes to the error queue with the part as its reason;
+   * anything else (a transport or store fault) releases the delivery to be
+   * tried again. One already settled refuses, and is left as it is.
+   */
+  async #rescue(delivery: Delivery, error: unknown): Promise<void> {
+    if (error instanceof UserPartError) {
+      this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, part: error.part }, `redeliver: ${error.message}; message '${delivery.id}' goes to the error queue`);
+      const state = readRetryState(delivery.headers);
+      await this.#deadLetter(delivery, this.#failureContext(delivery, error, state, 0, state.attempts, state.history), error.part);
+      return;
+    }
+    try {
+      await delivery.release();
+    } catch (releaseError) {
+      if (isDeliveryGone(releaseError)) return;
+      this.#logger.error({ err: error, releaseErr: releaseError, messageId: delivery.id, queue: delivery.queue }, `redeliver: handling message '${delivery.id}' failed outside the handler, and it could not be released; the broker will deliver it again`);
+      return;
+    }
+    this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue }, `redeliver: handling message '${delivery.id}' failed outside the handler; released it to be delivered again`);
   }
 
   async #process(delivery: Delivery): Promise<void> {
@@ -156,54 +296,80 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
 
     const dedup = config.deduplication;
+    let token: string | undefined;
     if (dedup) {
-      const claimed = await this.#claim(delivery, state);
-      if (!claimed) return;
+      token = await this.#claim(delivery, state);
+      if (token === undefined) return;
     }
     let completed = false;
     try {
-      completed = await this.#run(delivery, message, state);
+      completed = await this.#run(delivery, message, state, token);
     } finally {
-      if (dedup && !completed) await dedup.abandon(delivery.id).catch((error: unknown) => config.logger.error({ err: error, messageId: delivery.id }, 'redeliver: could not release a deduplication claim'));
+      if (dedup && !completed) {
+        await Promise.resolve()
+          .then(() => dedup.abandon(delivery.id, token!))
+          .catch((error: unknown) => this.#logger.error({ err: error, messageId: delivery.id }, 'redeliver: could not release a deduplication claim'));
+      }
+    }
+  }
+
+  /**
+   * Records a handled (or discarded) id in the deduplication store. The
+   * message's work is done, so a store that fails here (busy, full disk)
+   * does not stop its settlement: the failure is logged, and a later copy of
+   * the id may be handled again.
+   */
+  async #recordHandled(delivery: Delivery, token: string | undefined): Promise<void> {
+    const dedup = this.config.deduplication;
+    if (!dedup || token === undefined) return;
+    try {
+      await dedup.complete(delivery.id, token, this.config.clock.now());
+    } catch (error) {
+      this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue }, `redeliver: the deduplication store could not record message '${delivery.id}' as handled; settling it anyway, and a later copy may be handled again`);
     }
   }
 
   /**
    * Claims the message id in the deduplication store. A copy handled within
    * the window is acknowledged without running the handler; a copy that
-   * another consumer is handling right now waits in the broker.
+   * another consumer is handling right now waits in the broker. Resolves
+   * the claim's token, or undefined when the handler must not run.
    */
-  async #claim(delivery: Delivery, state: RetryState): Promise<boolean> {
+  async #claim(delivery: Delivery, state: RetryState): Promise<string | undefined> {
     const { config } = this;
-    let claim;
+    let claim: DedupClaim;
     try {
       claim = await config.deduplication!.begin(delivery.id, config.clock.now(), config.leaseMs);
+      if (!['claimed', 'busy', 'duplicate'].includes(claim?.outcome) || (claim.outcome === 'claimed' && typeof claim.token !== 'string')) {
+        throw new TypeError(`the deduplication store's begin returned ${JSON.stringify(claim)}, not a DedupClaim`);
+      }
     } catch (error) {
-      config.logger.error({ err: error, messageId: delivery.id }, `Deduplication store failed; message '${delivery.id}' goes back to the broker`);
+      this.#logger.error({ err: error, messageId: delivery.id }, `redeliver: the deduplication store failed; message '${delivery.id}' goes back to the broker`);
       await this.#settle(delivery, 'release', () => delivery.release());
-      return false;
+      return undefined;
     }
-    if (claim === 'claimed') return true;
-    if (claim === 'busy') {
+    if (claim.outcome === 'claimed') return claim.token;
+    if (claim.outcome === 'busy') {
       const context = this.#failureContext(delivery, new Error('another copy is being handled'), state, 0, state.attempts, state.history);
       await this.#defer(delivery, context, DEFAULTS.dedupBusyRetryMs, 'in-progress', false);
-      return false;
+      return undefined;
     }
     if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
       this.#stats.duplicates++;
-      config.logger.info({ messageId: delivery.id, queue: delivery.queue }, `Skipping message '${delivery.id}': a copy was already handled`);
+      this.#logger.info({ messageId: delivery.id, queue: delivery.queue }, `Skipping message '${delivery.id}': a copy was already handled`);
       this.emit('duplicate', { messageId: delivery.id, queue: delivery.queue });
     }
-    return false;
+    return undefined;
   }
 
+
   /** Runs the handler with immediate retries; resolves true when the message was handled or discarded. */
-  async #run(delivery: Delivery, message: T, state: RetryState): Promise<boolean> {
+  async #run(delivery: Delivery, message: T, state: RetryState, dedupToken: string | undefined): Promise<boolean> {
     const { config } = this;
     if (state.attempts > 0 && !this.#flow.allowRedelivery()) {
       // A retried message is a retry for the budget too: with none left it waits again, untouched.
       const context = this.#failureContext(delivery, new Error('retry budget spent'), state, 0, state.attempts, state.history);
-      await this.#defer(delivery, context, this.#flow.budgetDeferMs(nextDelayedRetry(config, context)), 'budget', false);
+      await this.#defer(delivery, context, this.#flow.budgetDeferMs(nextDelayedRetry(this.#retry, context)), 'budget', false);
       return false;
     }
     let attempts = state.attempts;
@@ -221,20 +387,21 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         deliveryCount: delivery.deliveryCount,
         signal: this.#stopping.signal,
         requeue: (options = {}) => {
-          requeue = options;
+          requeue = requeueOptions(options);
         },
+        extendLease: (ms) => delivery.extendLease?.(ms) ?? Promise.resolve(),
       };
-      const startedAt = config.clock.now();
+      const startedAt = config.clock.monotonic();
       if (attempts === 1) this.#flow.onFirstAttempt();
       try {
         await config.handler(message, context);
       } catch (error) {
         history = appendFailure(history, this.#record(error, immediateAttempt, state.delayedAttempts));
         const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history);
-        if (!config.isUnrecoverable(error)) this.#flow.onAttemptFailed();
+        if (!this.#unrecoverable(error)) this.#flow.onAttemptFailed();
         const decision = this.#decide(failure);
         if (decision.kind === 'retry-now' && this.#state === 'running') {
-          const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(config, failure));
+          const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(this.#retry, failure));
           if (verdict) {
             await this.#defer(delivery, failure, verdict.deferMs, verdict.reason);
             return false;
@@ -244,7 +411,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
           this.emit('immediateRetry', failureEvent(failure));
           continue;
         }
-        if (decision.kind === 'discard') await config.deduplication?.complete(delivery.id, config.clock.now());
+        if (decision.kind === 'discard') await this.#recordHandled(delivery, dedupToken);
         await this.#carryOut(delivery, failure, decision);
         return decision.kind === 'discard';
       }
@@ -252,17 +419,31 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         await this.#requeue(delivery, state, attempts, history, requeue);
         return false;
       }
-      await config.deduplication?.complete(delivery.id, config.clock.now());
+      await this.#recordHandled(delivery, dedupToken);
+      // Before the ack: the ack frees the slot, and the next message's outcome must not reach flow control first.
+      this.#flow.onSuccess(attempts > 1);
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
-        this.#flow.onSuccess(attempts > 1);
         this.#stats.handled++;
-        this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.now() - startedAt });
+        this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.monotonic() - startedAt });
       }
       return true;
     }
   }
 
-  /** Runs the policy; a policy that throws or answers nonsense sends the message to the error queue. */
+  /** Whether flow control should not count the error as a failure; a predicate that throws counts as unrecoverable (the policy sends the message to the error queue). */
+  #unrecoverable(error: unknown): boolean {
+    try {
+      return this.#retry.isUnrecoverable(error);
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * Runs the policy. A policy, unrecoverable predicate or backoff that throws
+   * or answers nonsense sends the message to the error queue, with the
+   * failing part as the reason.
+   */
   #decide(failure: FailureContext): Decision {
     try {
       const decision = this.#policy(failure);
@@ -270,8 +451,9 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return decision;
       throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
     } catch (error) {
-      this.config.logger.error({ err: error, messageId: failure.messageId }, 'redeliver: the recoverability policy failed; moving the message to the error queue');
-      return deadLetter('policy');
+      const part = error instanceof UserPartError ? error.part : 'policy';
+      this.#logger.error({ err: error, messageId: failure.messageId, part }, `redeliver: the ${part === 'policy' ? 'recoverability policy' : part} failed; moving message '${failure.messageId}' to the error queue`);
+      return deadLetter(part);
     }
   }
 
@@ -309,7 +491,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   async #requeue(delivery: Delivery, state: RetryState, attempts: number, history: readonly FailureRecord[], options: RequeueOptions): Promise<void> {
     const { config } = this;
     const base = { delayedAttempt: state.delayedAttempts, lastDelayMs: state.lastDelayMs, delayedElapsedMs: state.delayedElapsedMs };
-    const requested = options.delayMs === undefined ? nextDelayedRetry(config, base) : duration('requeue delayMs', options.delayMs);
+    const requested = options.delayMs ?? nextDelayedRetry(this.#retry, base);
     const failure = this.#failureContext(delivery, new Error('requeued by the handler'), state, 1, attempts, history);
     if (state.delayedAttempts >= config.delayedRetries || requested === undefined) {
       await this.#deadLetter(delivery, failure, 'requeue-limit');
@@ -321,7 +503,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     if (backoff) this.#flow.onMessageFailed();
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.requeued++;
-      config.logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
+      this.#logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
       this.emit('requeued', { messageId: delivery.id, queue: delivery.queue, delayMs, backoff });
     }
   }
@@ -368,17 +550,66 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
   }
 
-  /** Runs a settlement; when the broker refuses, reports it: the broker still holds the message. */
+  /**
+   * Runs a settlement. When it fails and the delivery is still held, it is
+   * tried again after the connection backoff, up to `settlementRetries`
+   * times, then the message is released; while stopping it is released at
+   * once. A delivery that is gone is left to the broker's redelivery.
+   * Resolves whether the settlement took effect.
+   */
   async #settle(delivery: Delivery, action: string, settle: () => Promise<void>): Promise<boolean> {
-    try {
-      await settle();
-      return true;
-    } catch (error) {
-      this.#stats.settlementFailures++;
-      this.config.logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, action }, `Could not ${action} message '${delivery.id}'; the broker will deliver it again`);
-      this.emit('settlementFailed', { messageId: delivery.id, queue: delivery.queue, action, error });
-      return false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await settle();
+        return true;
+      } catch (error) {
+        this.#stats.settlementFailures++;
+        if (action === 'release' || isDeliveryGone(error)) {
+          this.#settlementFailed(delivery, action, error, attempt, 'redelivered');
+          return false;
+        }
+        const retryInMs = this.#state === 'running' && attempt <= this.config.settlementRetries ? this.#settlementDelay(attempt) : undefined;
+        if (retryInMs === undefined) {
+          await this.#releaseAfterFailure(delivery, action, error, attempt);
+          return false;
+        }
+        this.#settlementFailed(delivery, action, error, attempt, 'retrying', retryInMs);
+        try {
+          await this.config.clock.sleep(retryInMs, this.#stopping.signal);
+        } catch {
+          await this.#releaseAfterFailure(delivery, action, error, attempt);
+          return false;
+        }
+      }
     }
+  }
+
+  #settlementDelay(attempt: number): number {
+    const delay = this.#settlementBackoff({ attempt, previousDelayMs: undefined, elapsedMs: 0, random: this.config.random }) ?? 0;
+    return Math.min(Math.max(0, Math.round(delay)), MAX_TIMER_MS);
+  }
+
+  async #releaseAfterFailure(delivery: Delivery, action: string, error: unknown, attempt: number): Promise<void> {
+    try {
+      await delivery.release();
+    } catch (releaseError) {
+      this.#settlementFailed(delivery, action, error, attempt, 'redelivered', undefined, releaseError);
+      return;
+    }
+    this.#settlementFailed(delivery, action, error, attempt, 'released');
+  }
+
+  #settlementFailed(delivery: Delivery, action: string, error: unknown, attempt: number, outcome: SettlementOutcome, retryInMs?: number, releaseError?: unknown): void {
+    const { id, queue } = delivery;
+    const summary = summarizeError(error);
+    const what = `Could not ${action} message '${id}' (attempt ${attempt}): ${summary.name}: ${summary.message}`;
+    const fields = { err: error, messageId: id, queue, action, attempt, outcome };
+    if (outcome === 'retrying') this.#logger.warn({ ...fields, retryInMs }, `${what}; trying again in ${formatDelay(retryInMs!)}`);
+    else if (outcome === 'released') this.#logger.error(fields, `${what}; released it to queue '${queue}' to be delivered again`);
+    else if (releaseError !== undefined) {
+      this.#logger.error({ ...fields, releaseErr: releaseError }, `${what}; nor could it be released: the broker will deliver it again once its lease ends or its channel closes`);
+    } else this.#logger.error(fields, `${what}; the broker will deliver it again`);
+    this.emit('settlementFailed', { messageId: id, queue, action, error, attempt, outcome, ...(retryInMs === undefined ? {} : { retryInMs }) });
   }
 
   #record(error: unknown, immediateAttempt: number, delayedAttempt: number): FailureRecord {
@@ -409,7 +640,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   #logFailure(level: 'info' | 'warn' | 'error', failure: FailureContext, text: string, extra: object = {}): void {
     const summary = summarizeError(failure.error);
-    this.config.logger[level](
+    this.#logger[level](
       {
         messageId: failure.messageId,
         queue: failure.queue,
@@ -423,6 +654,17 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       `${text}: ${summary.name}: ${summary.message}`,
     );
   }
+}
+
+/** Checks `ctx.requeue` options when the handler calls it: a bad one throws a RangeError into the handler. */
+function requeueOptions(options: unknown): RequeueOptions {
+  if (typeof options !== 'object' || options === null) throw new RangeError(`requeue: options must be an object, got ${options === null ? 'null' : typeof options}`);
+  const { delayMs, backoff } = options as RequeueOptions;
+  if (delayMs !== undefined && (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS)) {
+    throw new RangeError(`requeue: delayMs must be a finite number of milliseconds from 0 to ${MAX_TIMER_MS} (2^31-1), got ${String(delayMs)}`);
+  }
+  if (backoff !== undefined && typeof backoff !== 'boolean') throw new RangeError(`requeue: backoff must be a boolean, got ${typeof backoff}`);
+  return { ...(delayMs === undefined ? {} : { delayMs }), ...(backoff === undefined ? {} : { backoff }) };
 }
 
 function nextRound(failure: FailureContext, delayMs: number): RetryState {

@@ -23,10 +23,14 @@ export interface EndpointEvents extends FlowEvents {
   /** A policy discarded the message. */
   discarded: FailureEvent & { reason: string };
   /**
-   * Settling with the broker failed (the connection dropped, the lease
-   * expired). The broker still holds the message and delivers it again.
+   * A settlement failed (the broker refused or did not confirm a copy, the
+   * connection dropped, the lease ended). One event per failed try;
+   * `outcome` says what happens to the message:
+   * - `retrying`: the endpoint still holds it and tries again in `retryInMs`;
+   * - `released`: tries spent, or the endpoint is stopping: it was handed back to its queue;
+   * - `redelivered`: the delivery is gone (or could not be released): the broker delivers it again by itself.
    */
-  settlementFailed: { messageId: string; queue: string; action: string; error: unknown };
+  settlementFailed: SettlementFailedEvent;
 }
 
 /** The common fields of failure events. */
@@ -37,4 +41,21 @@ export interface FailureEvent {
   immediateAttempt: number;
   delayedAttempt: number;
   attempt: number;
+}
+
+/** What happens to a message after a failed settlement. */
+export type SettlementOutcome = 'retrying' | 'released' | 'redelivered';
+
+/** The arguments of the `settlementFailed` event. */
+export interface SettlementFailedEvent {
+  messageId: string;
+  queue: string;
+  /** `ack`, `retryLater`, `deadLetter` or `release`. */
+  action: string;
+  error: unknown;
+  /** Which try of this settlement failed, from 1. */
+  attempt: number;
+  outcome: SettlementOutcome;
+  /** When `outcome` is `retrying`: the wait before the next try, in milliseconds. */
+  retryInMs?: number;
 }

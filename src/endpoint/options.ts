@@ -54,6 +54,16 @@ export interface EndpointOptions<T> {
   concurrency?: number;
   /** How long a delivery is leased before another consumer may take it, on transports that lease. Default 30 000 ms. */
   leaseMs?: number;
+  /**
+   * How many times a settlement (ack, retry copy, error-queue copy) that
+   * failed while the delivery is still held is tried again, waiting the
+   * connection backoff between tries (1 s, then 1.6 s, 2.56 s ... ± 20 %),
+   * before the message is released back to its queue. While the endpoint
+   * stops, it is released at once. A delivery that is gone (closed channel,
+   * lost lease) is left to the broker, which delivers it again. 0 releases at
+   * once. Default 5 (about 16 s).
+   */
+  settlementRetries?: number;
   /** Retry and error-queue settings. */
   recoverability?: RecoverabilityOptions;
   /** Consumer backoff, rate limiting and the retry budget. Default: all off. */

@@ -35,9 +35,13 @@ function consumerBackoff(options: FlowControlOptions['consumerBackoff']): Consum
   if (strategyName !== 'exponential' && strategyName !== 'full-jitter') {
     throw new OptionError(`flowControl.consumerBackoff.strategy must be 'exponential' or 'full-jitter', got ${JSON.stringify(strategyName)}`);
   }
+  const resume = o.resume ?? 'on-success';
+  if (resume !== 'on-success' && resume !== 'at-zero') {
+    throw new OptionError(`flowControl.consumerBackoff.resume must be 'on-success' or 'at-zero', got ${JSON.stringify(resume)}`);
+  }
   const baseDelay = nsqExponential(multiplierMs);
   const exponential = ({ attempt }: { attempt: number }) => baseDelay(attempt);
-  return { baseDelay, maxMs, strategy: strategyName === 'exponential' ? exponential : fullJitter(exponential) };
+  return { baseDelay, maxMs, resume, strategy: strategyName === 'exponential' ? exponential : fullJitter(exponential) };
 }
 
 function retryBudget(options: FlowControlOptions['retryBudget']): FlowConfig['retryBudget'] {

@@ -17,6 +17,8 @@ export interface ConsumerBackoffSettings {
   readonly baseDelay: (counter: number) => number;
   /** The longest backoff. */
   readonly maxMs: number;
+  /** `on-success`: full speed after one successful probe (NsqSharp); `at-zero`: back off again after each probe until the counter is 0 (go-nsq). */
+  readonly resume: 'on-success' | 'at-zero';
 }
 
 export interface ConsumerBackoffState {
@@ -33,8 +35,13 @@ export function backoffOnFailure(
   random: Random,
 ): { state: ConsumerBackoffState; durationMs: number } {
   const counter = settings.baseDelay(state.counter + 1) <= settings.maxMs ? state.counter + 1 : state.counter;
+  return { state: { counter }, durationMs: backoffDuration(settings, counter, random) };
+}
+
+/** How long to stop taking messages at backoff level `counter`. */
+export function backoffDuration(settings: ConsumerBackoffSettings, counter: number, random: Random): number {
   const raw = settings.strategy({ attempt: Math.max(1, counter), previousDelayMs: undefined, elapsedMs: 0, random }) ?? settings.maxMs;
-  return { state: { counter }, durationMs: Math.min(Math.max(0, raw), settings.maxMs) };
+  return Math.min(Math.max(0, raw), settings.maxMs);
 }
 
 /** After a success: the counter goes down by one, never below 0. */

@@ -4,7 +4,7 @@ import type { Clock } from '../time/clock.js';
 import type { Random } from '../time/random.js';
 import type { Subscription } from '../transport/types.js';
 import type { FlowConfig } from './config.js';
-import { backoffOnFailure, backoffOnSuccess, INITIAL_CONSUMER_BACKOFF, type ConsumerBackoffState } from './consumer-backoff.js';
+import { backoffDuration, backoffOnFailure, backoffOnSuccess, INITIAL_CONSUMER_BACKOFF, type ConsumerBackoffState } from './consumer-backoff.js';
 import { INITIAL_RATE_LIMIT, rateLimitOnFailure, rateLimitOnSuccess, type RateLimitState } from './rate-limit.js';
 import { depositFirstAttempt, fullBudget, refill, refundRetry, trySpend, type RetryBudgetState } from './retry-budget.js';
 
@@ -54,9 +54,11 @@ export class FlowController {
     private readonly random: Random,
     private readonly logger: Logger,
     private readonly emit: <K extends keyof FlowEvents>(event: K, args: FlowEvents[K]) => void,
+    /** Told at once, before the subscription follows, how many messages may run: 0 while paused, 1 while probing or rate limited. */
+    private readonly limitRunning: (limit: number) => void = () => undefined,
   ) {
     this.#applied.prefetch = concurrency;
-    if (config.retryBudget) this.#budget = fullBudget(config.retryBudget, clock.now());
+    if (config.retryBudget) this.#budget = fullBudget(config.retryBudget, clock.monotonic());
   }
 
   /** Whether any part is on. */
@@ -65,7 +67,7 @@ export class FlowController {
   }
 
   get state(): FlowState {
-    const budget = this.config.retryBudget && this.#budget ? refill(this.config.retryBudget, this.#budget, this.clock.now()).tokens : undefined;
+    const budget = this.config.retryBudget && this.#budget ? refill(this.config.retryBudget, this.#budget, this.clock.monotonic()).tokens : undefined;
     return {
       backoffCounter: this.#backoff.counter,
       backingOff: this.#backoffUntil !== undefined,
@@ -88,7 +90,7 @@ export class FlowController {
   /** A message's first handler attempt. */
   onFirstAttempt(): void {
     const budget = this.config.retryBudget;
-    if (budget && this.#budget) this.#budget = depositFirstAttempt(budget, this.#budget, this.clock.now());
+    if (budget && this.#budget) this.#budget = depositFirstAttempt(budget, this.#budget, this.clock.monotonic());
   }
 
   /** Any handler attempt failed with an error that retries could fix. */
@@ -102,7 +104,7 @@ export class FlowController {
       this.emit('rateLimitStarted', { consecutiveFailures: state.consecutiveFailures });
     }
     if (state.limited) {
-      const until = this.clock.now() + rate.waitMs;
+      const until = this.clock.monotonic() + rate.waitMs;
       this.#rateWaitUntil = until;
       this.#apply();
       void this.clock.sleep(rate.waitMs, this.#stop.signal).then(
@@ -121,8 +123,14 @@ export class FlowController {
     if (!settings || this.#backoffUntil !== undefined) return;
     const { state, durationMs } = backoffOnFailure(settings, this.#backoff, this.random);
     this.#backoff = state;
+    this.#backOff(durationMs);
+  }
+
+  /** Stops taking messages for `durationMs`, then probes with one. */
+  #backOff(durationMs: number): void {
+    const state = this.#backoff;
     this.#probing = false;
-    const until = this.clock.now() + durationMs;
+    const until = this.clock.monotonic() + durationMs;
     this.#backoffUntil = until;
     this.logger.warn({ backoffCounter: state.counter, durationMs }, `Consumer backing off for ${durationMs} ms (backoff level ${state.counter})`);
     this.emit('consumerBackoffStarted', { counter: state.counter, durationMs });
@@ -141,10 +149,13 @@ export class FlowController {
   /** A message was handled; `wasRetry` when the attempt that succeeded was a retry. */
   onSuccess(wasRetry: boolean): void {
     const budget = this.config.retryBudget;
-    if (budget && this.#budget && wasRetry) this.#budget = refundRetry(budget, this.#budget, this.clock.now());
-    if (this.config.consumerBackoff) {
+    if (budget && this.#budget && wasRetry) this.#budget = refundRetry(budget, this.#budget, this.clock.monotonic());
+    const backoff = this.config.consumerBackoff;
+    if (backoff) {
       this.#backoff = backoffOnSuccess(this.#backoff);
-      if (this.#probing) {
+      if (this.#probing && backoff.resume === 'at-zero' && this.#backoff.counter > 0) {
+        this.#backOff(backoffDuration(backoff, this.#backoff.counter, this.random));
+      } else if (this.#probing) {
         this.#probing = false;
         this.logger.info({ backoffCounter: this.#backoff.counter }, 'Consumer backoff ended: back to full speed');
         this.emit('consumerBackoffEnded', { counter: this.#backoff.counter });
@@ -168,7 +179,7 @@ export class FlowController {
    * message back for and why.
    */
   immediateRetryVerdict(nextDelayedMs: number | undefined): { deferMs: number; reason: DeferReason } | undefined {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     if (this.#backoffUntil !== undefined) return { deferMs: Math.max(0, this.#backoffUntil - now), reason: 'backoff' };
     if (this.#rate.limited && this.config.rateLimit) return { deferMs: this.config.rateLimit.waitMs, reason: 'rate-limit' };
     const budget = this.config.retryBudget;
@@ -187,7 +198,7 @@ export class FlowController {
   allowRedelivery(): boolean {
     const budget = this.config.retryBudget;
     if (!budget || !this.#budget) return true;
-    const { state, allowed } = trySpend(budget, this.#budget, this.clock.now());
+    const { state, allowed } = trySpend(budget, this.#budget, this.clock.monotonic());
     this.#budget = state;
     return allowed;
   }
@@ -197,20 +208,33 @@ export class FlowController {
     return this.config.retryBudget?.deferMs ?? nextDelayedMs ?? DEFAULTS.retryBudgetDeferMs;
   }
 
-  /** Brings the subscription in line with the state, one change at a time. */
+  /**
+   * Brings the endpoint's running limit in line with the state at once, and
+   * the subscription one change at a time: a pause before a prefetch change,
+   * so a paused consumer is never handed a message by a raised prefetch.
+   */
   #apply(): void {
+    const limit = () => ({
+      paused: this.#backoffUntil !== undefined || this.#rateWaitUntil !== undefined,
+      prefetch: this.#probing || this.#rate.limited ? 1 : this.concurrency,
+    });
+    const now = limit();
+    if (!this.#stop.signal.aborted) this.limitRunning(now.paused ? 0 : now.prefetch);
     this.#applying = this.#applying.then(async () => {
       const sub = this.#subscription;
       if (!sub || this.#stop.signal.aborted) return;
-      const paused = this.#backoffUntil !== undefined || this.#rateWaitUntil !== undefined;
-      const prefetch = this.#probing || this.#rate.limited ? 1 : this.concurrency;
+      const { paused, prefetch } = limit();
+      if (paused && !this.#applied.paused) {
+        await sub.pause();
+        this.#applied.paused = true;
+      }
       if (prefetch !== this.#applied.prefetch) {
         await sub.setPrefetch(prefetch);
         this.#applied.prefetch = prefetch;
       }
-      if (paused !== this.#applied.paused) {
-        await (paused ? sub.pause() : sub.resume());
-        this.#applied.paused = paused;
+      if (!paused && this.#applied.paused) {
+        await sub.resume();
+        this.#applied.paused = false;
       }
     }).catch((error: unknown) => {
       this.logger.error({ err: error }, 'redeliver: flow control could not change the subscription');

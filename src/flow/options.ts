@@ -6,6 +6,17 @@ export interface ConsumerBackoffOptions {
   multiplierMs?: number;
   /** NSQ MaxBackoffDuration. Default 120 000 ms. */
   maxMs?: number;
+  /**
+   * When the consumer returns to full speed after a backoff.
+   * - `on-success` (the seed's NsqSharp clients): the first successful probe
+   *   returns to full speed; each success decrements the counter, and a
+   *   failure before it is back at 0 backs off from where it stands.
+   * - `at-zero` (go-nsq): each successful probe decrements the counter and,
+   *   while it is above 0, backs off again for the strategy's delay at the
+   *   new counter before the next probe; full speed only at 0.
+   * Default `on-success`.
+   */
+  resume?: 'on-success' | 'at-zero';
 }
 
 /** Automatic rate limiting after consecutive failures (NServiceBus). */

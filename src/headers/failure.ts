@@ -1,5 +1,5 @@
 import { HEADER, LIMITS } from './names.js';
-import { truncate, withRetryState, type RetryState } from './retry-state.js';
+import { truncate, userHeaders, withRetryState, type RetryState } from './retry-state.js';
 import type { Headers } from '../transport/types.js';
 
 /** The parts of a thrown value that are recorded. */
@@ -34,13 +34,16 @@ export interface DeadLetterFacts {
   readonly state: RetryState;
 }
 
-/** The headers of the error-queue copy: the user's headers, the retry state and the failure. */
+/**
+ * The headers of the error-queue copy: the retry state and the failure, then
+ * the user's headers. The stack, the largest and least needed, comes last of
+ * redeliver's, so a transport's header budget would drop it first.
+ */
 export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterFacts): Headers {
-  const out = withRetryState(headers, facts.state);
+  const out = withRetryState({}, facts.state);
   out[HEADER.failureReason] = truncate(facts.reason, 200);
   out[HEADER.failureErrorName] = facts.error.name;
   out[HEADER.failureMessage] = facts.error.message;
-  if (facts.error.stack) out[HEADER.failureStack] = facts.error.stack;
   out[HEADER.failureTime] = facts.at.toISOString();
   out[HEADER.failureQueue] = facts.queue;
   out[HEADER.failureEndpoint] = facts.endpoint;
@@ -48,7 +51,8 @@ export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterF
   out[HEADER.failureImmediateAttempts] = String(facts.immediateAttempts);
   out[HEADER.failureDelayedAttempts] = String(facts.state.delayedAttempts);
   out[HEADER.failureAttempts] = String(facts.state.attempts);
-  return out;
+  if (facts.error.stack) out[HEADER.failureStack] = facts.error.stack;
+  return Object.assign(out, userHeaders(headers));
 }
 
 function safeString(value: unknown): string {

@@ -20,7 +20,7 @@ export const HEADER = {
   replayCount: 'redeliver-replay-count',
   /** When it was last sent back from an error queue, ISO 8601. */
   replayedAt: 'redeliver-replayed-at',
-  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, or a custom reason. */
+  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, unrecoverable-predicate, backoff, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */
   failureErrorName: 'redeliver-failure-error-name',
@@ -57,6 +57,12 @@ export const HEADER_PREFIX = 'redeliver-';
 export const LIMITS = {
   /** Entries kept in the failure history. */
   historyEntries: 10,
+  /**
+   * UTF-8 bytes of the history header: the oldest entries are dropped until it
+   * fits, so no transport's value bound (RabbitMQ: 8 KiB) cuts it into JSON
+   * that no longer parses.
+   */
+  historyBytes: 8 * 1024,
   /** Characters of an error message kept in a history entry. */
   historyMessageChars: 500,
   /** Characters of the last error message. */

@@ -42,17 +42,28 @@ export function readRetryState(headers: Readonly<Headers>): RetryState {
 }
 
 /**
- * The headers for the next copy of a message: the user's own headers kept,
- * redeliver's replaced by `state`.
+ * The headers for the next copy of a message: redeliver's written from
+ * `state`, then the user's own headers as they were.
  */
 export function withRetryState(headers: Readonly<Headers>, state: RetryState): Headers {
-  const next = userHeaders(headers);
+  const next: Headers = {};
   next[HEADER.attempts] = String(state.attempts);
   next[HEADER.delayedAttempts] = String(state.delayedAttempts);
   if (state.lastDelayMs !== undefined) next[HEADER.lastDelay] = String(Math.round(state.lastDelayMs));
   if (state.delayedElapsedMs > 0) next[HEADER.delayedElapsed] = String(Math.round(state.delayedElapsedMs));
-  if (state.history.length > 0) next[HEADER.history] = JSON.stringify(boundHistory(state.history));
-  return next;
+  if (state.history.length > 0) next[HEADER.history] = historyJson(state.history);
+  return Object.assign(next, userHeaders(headers));
+}
+
+/** The history as JSON within {@link LIMITS.historyBytes}, dropping the oldest entries as needed. */
+function historyJson(history: readonly FailureRecord[]): string {
+  let kept = boundHistory(history);
+  let json = JSON.stringify(kept);
+  while (kept.length > 1 && json.length * 3 > LIMITS.historyBytes && Buffer.byteLength(json) > LIMITS.historyBytes) {
+    kept = kept.slice(1);
+    json = JSON.stringify(kept);
+  }
+  return json;
 }
 
 /** Appends a failure, keeping the most recent {@link LIMITS.historyEntries}. */

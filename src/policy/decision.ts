@@ -18,7 +18,12 @@ export type FailureReason =
   | 'unrecoverable'
   | 'deserialization'
   | 'requeue-limit'
-  | 'policy';
+  /** The custom policy threw or answered something that is not a decision. */
+  | 'policy'
+  /** The `unrecoverable` predicate threw. */
+  | 'unrecoverable-predicate'
+  /** The delayed backoff threw or answered something other than a finite number or undefined. */
+  | 'backoff';
 
 export const retryNow = (): Decision => ({ kind: 'retry-now' });
 export const retryLater = (delayMs: number): Decision => ({ kind: 'retry-later', delayMs });

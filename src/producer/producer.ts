@@ -144,7 +144,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    * counters, backoff deadlines) is then never built.
    */
   async #sendWithRetry(queue: string, id: string, body: Uint8Array, headers: Headers): Promise<void> {
-    const start = this.#clock.now();
+    const start = this.#clock.monotonic();
     // RocketMQ's ConnectWithBackoff: each attempt gets until its deadline, but at least the minimum attempt time.
     const deadline = start + this.#throttleDelay(1);
     const timeout = Math.min(Math.max(deadline - start, this.#minAttemptTimeoutMs), this.#timeoutMs);
@@ -169,7 +169,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     let error = firstError;
     for (let attempt = 1; ; attempt++) {
       if (attempt > 1) {
-        const now = clock.now();
+        const now = clock.monotonic();
         const attemptTimeout = Math.min(Math.max(deadline - now, this.#minAttemptTimeoutMs), giveUpAt - now);
         const sendHeaders = possibleDuplicate ? { ...headers, [HEADER.possibleDuplicate]: 'true' } : headers;
         try {
@@ -181,29 +181,29 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
         }
       }
       const kind: SendErrorKind = error instanceof SendTimeoutError ? 'transient' : this.#classify(error);
-      attempts.push({ attempt, kind, error, atMs: clock.now() - start });
+      attempts.push({ attempt, kind, error, atMs: clock.monotonic() - start });
       if (kind === 'fatal') throw this.#fail(queue, id, attempts, 'fatal');
       if (kind === 'transient') {
         possibleDuplicate = true;
         transientFailures++;
         if (transientFailures >= this.#maxAttempts) throw this.#fail(queue, id, attempts, 'attempts-exhausted');
-        if (clock.now() >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
+        if (clock.monotonic() >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
         this.#retrying(queue, id, attempt, kind, error, 0, 'info');
         continue;
       }
       throttledFailures++;
       this.#stats.throttled++;
-      const wait = Math.max(0, deadline - clock.now());
-      if (clock.now() + wait >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
+      const wait = Math.max(0, deadline - clock.monotonic());
+      if (clock.monotonic() + wait >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
       this.#retrying(queue, id, attempt, kind, error, wait, 'warn');
       if (wait > 0) await clock.sleep(wait);
-      deadline = clock.now() + this.#throttleDelay(throttledFailures + 1);
+      deadline = clock.monotonic() + this.#throttleDelay(throttledFailures + 1);
     }
   }
 
   #sent(queue: string, messageId: string, attempts: number, start: number): void {
     this.#stats.sent++;
-    if (this.has('sent')) this.emit('sent', { queue, messageId, attempts, durationMs: this.#clock.now() - start });
+    if (this.has('sent')) this.emit('sent', { queue, messageId, attempts, durationMs: this.#clock.monotonic() - start });
   }
 
   /**
@@ -224,7 +224,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     const ms = Math.max(0, timeoutMs);
     const bound = this.#transport.sendTimeoutMs;
     if (bound !== undefined && bound <= ms) return sending;
-    return this.#deadlines.race(sending, this.#clock.now() + ms, () => new SendTimeoutError(`no answer from the broker within ${Math.round(ms)} ms`));
+    return this.#deadlines.race(sending, ms, () => new SendTimeoutError(`no answer from the broker within ${Math.round(ms)} ms`));
   }
 
   #throttleDelay(attempt: number): number {

@@ -4,8 +4,18 @@
  * time with {@link FakeClock} instead of sleeping.
  */
 export interface Clock {
-  /** Milliseconds since the Unix epoch. */
+  /**
+   * Milliseconds since the Unix epoch: wall time, which may jump when the
+   * system clock is set. Used for due times and timestamps that are stored
+   * or shared between processes.
+   */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin that never jumps and never goes
+   * back (`performance.now()`). Used for timeouts and durations in this
+   * process, so a wall-clock step neither fires them early nor delays them.
+   */
+  monotonic(): number;
   /**
    * Resolves after `ms` milliseconds, or rejects with the signal's reason as
    * soon as `signal` aborts. `ms` must be a finite number from 0 to
@@ -25,6 +35,7 @@ export function abortReason(signal: AbortSignal): unknown {
 /** The real clock: wall time and Node timers. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   sleep(ms, signal) {
     assertSleepable(ms);
     return new Promise<void>((resolve, reject) => {

@@ -11,14 +11,16 @@
  * per send.
  *
  * Precision: an entry expires when the clock reaches its deadline, never
- * before (to the clock's precision). With the system clock the timer is not
+ * before (to the clock's precision). Deadlines follow the clock's monotonic
+ * time: setting the wall clock back or forward neither delays nor hastens
+ * them. With the system clock the timer is not
  * kept armed while no entry is pending, so an idle process can exit.
  */
 import type { Clock } from './clock.js';
 
 /** A pending deadline; pass it to {@link Deadlines.delete} once the operation it bounds has settled. */
 export interface Deadline {
-  /** Epoch milliseconds (the clock's time) at which the entry expires. */
+  /** The clock's monotonic time at which the entry expires. */
   readonly at: number;
   /** Called once, when the deadline passes; not called after `delete`. */
   readonly onExpire: () => void;
@@ -45,8 +47,9 @@ export class Deadlines {
     return this.#entries.size;
   }
 
-  /** Calls `onExpire` once at `at` (clock time) unless the entry is deleted first. */
-  add(at: number, onExpire: () => void): Deadline {
+  /** Calls `onExpire` once, `timeoutMs` from now, unless the entry is deleted first. */
+  add(timeoutMs: number, onExpire: () => void): Deadline {
+    const at = this.#clock.monotonic() + timeoutMs;
     const entry: Deadline = { at, onExpire };
     this.#entries.add(entry);
     if (this.#armedAt === undefined || at < this.#armedAt) this.#arm(at);
@@ -66,12 +69,12 @@ export class Deadlines {
   }
 
   /**
-   * Settles like `promise`, or rejects with `onTimeout()` at `at` if it has
-   * not settled by then (`promise` then runs on, its outcome ignored).
+   * Settles like `promise`, or rejects with `onTimeout()` after `timeoutMs`
+   * if it has not settled by then (`promise` then runs on, its outcome ignored).
    */
-  race<T>(promise: Promise<T>, at: number, onTimeout: () => unknown): Promise<T> {
+  race<T>(promise: Promise<T>, timeoutMs: number, onTimeout: () => unknown): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = this.add(at, () => reject(onTimeout()));
+      const entry = this.add(timeoutMs, () => reject(onTimeout()));
       promise.then(
         (value) => {
           this.delete(entry);
@@ -105,7 +108,7 @@ export class Deadlines {
     const disarm = new AbortController();
     this.#disarm = disarm;
     this.#armedAt = at;
-    const ms = Math.min(Math.max(0, at - this.#clock.now()), 2 ** 31 - 1);
+    const ms = Math.min(Math.max(0, at - this.#clock.monotonic()), 2 ** 31 - 1);
     this.#clock.sleep(ms, disarm.signal).then(
       () => {
         if (this.#disarm !== disarm) return;
@@ -118,7 +121,7 @@ export class Deadlines {
   }
 
   #fire(): void {
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     let next: number | undefined;
     const due: Deadline[] = [];
     for (const entry of this.#entries) {

@@ -1,18 +1,26 @@
 import { abortReason, assertSleepable, type Clock } from './clock.js';
 
 interface Sleeper {
+  /** Monotonic time at which it wakes. */
   dueAt: number;
   seq: number;
   resolve: () => void;
 }
 
 /**
- * A clock that only moves when told to. `advance(ms)` wakes every sleeper
- * whose time has come, in due order, letting promise chains settle between
- * wake-ups so code that sleeps again in a loop is driven step by step.
+ * A clock that only moves when told to. `advance(ms)` moves wall and
+ * monotonic time together and wakes every sleeper whose time has come, in
+ * due order, letting promise chains settle between wake-ups so code that
+ * sleeps again in a loop is driven step by step. `stepWall(ms)` sets the
+ * wall clock forward or back without moving monotonic time, as an operator
+ * or NTP setting the system clock does; sleepers, like Node timers, follow
+ * monotonic time.
  */
 export class FakeClock implements Clock {
+  /** Monotonic time. */
   #now: number;
+  /** Wall time minus monotonic time. */
+  #wallOffset = 0;
   #seq = 0;
   #sleepers: Sleeper[] = [];
 
@@ -22,7 +30,16 @@ export class FakeClock implements Clock {
   }
 
   now(): number {
+    return this.#now + this.#wallOffset;
+  }
+
+  monotonic(): number {
     return this.#now;
+  }
+
+  /** Steps wall time by `ms` (negative: back) without moving monotonic time or waking anyone. */
+  stepWall(ms: number): void {
+    this.#wallOffset += ms;
   }
 
   /** How many sleeps are waiting. */
@@ -30,9 +47,10 @@ export class FakeClock implements Clock {
     return this.#sleepers.length;
   }
 
-  /** The due time of the earliest sleeper, or undefined when none waits. */
+  /** The due time of the earliest sleeper, in wall time, or undefined when none waits. */
   get nextDueAt(): number | undefined {
-    return this.#sleepers[0]?.dueAt;
+    const next = this.#sleepers[0];
+    return next && next.dueAt + this.#wallOffset;
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -62,11 +80,12 @@ export class FakeClock implements Clock {
 
   /** Moves time forward by `ms`, waking sleepers in due order. */
   async advance(ms: number): Promise<void> {
-    await this.advanceTo(this.#now + ms);
+    await this.advanceTo(this.now() + ms);
   }
 
-  /** Moves time forward to `time`, waking sleepers in due order. */
-  async advanceTo(time: number): Promise<void> {
+  /** Moves time forward until wall time reads `wallTime`, waking sleepers in due order. */
+  async advanceTo(wallTime: number): Promise<void> {
+    const time = wallTime - this.#wallOffset;
     await settle();
     for (;;) {
       const next = this.#sleepers[0];
@@ -85,7 +104,7 @@ export class FakeClock implements Clock {
    * time have passed; returns whether `done()` held.
    */
   async runUntil(done: () => boolean, limitMs = 7 * 24 * 3600_000): Promise<boolean> {
-    const end = this.#now + limitMs;
+    const end = this.now() + limitMs;
     await settle();
     while (!done()) {
       const next = this.nextDueAt;

@@ -23,6 +23,12 @@ export interface BrowseOptions {
 export interface SendBackOptions {
   /** Where to send the message. Default: the queue it failed on (`redeliver-failure-queue`). */
   queue?: string;
+  /**
+   * The only queues the message may be sent to. Default: any queue that
+   * exists and is not an error queue. A destination outside the list is
+   * refused with a `SendBackRefusedError`.
+   */
+  allowedQueues?: readonly string[];
 }
 
 /**
@@ -41,6 +47,13 @@ export interface ErrorQueueOperations {
    * entry: the copy is confirmed before the entry goes, and a second call
    * for the same key finds nothing and sends nothing. Resolves the queue it
    * was sent to, or undefined when no entry has that key.
+   *
+   * The destination must already exist (a send-back never creates a queue),
+   * must not be an error queue, and must be in `options.allowedQueues` when
+   * given; otherwise it rejects with a `SendBackRefusedError` and the entry
+   * stays. What "exists" means is the transport's: on RabbitMQ the broker
+   * has the queue; on SQLite a message was ever sent to it or a consumer
+   * ever consumed it through that file; in memory the same, in this process.
    */
   sendBack(errorQueue: string, key: string, options?: SendBackOptions): Promise<string | undefined>;
   /** Removes one entry; resolves whether it was there. */

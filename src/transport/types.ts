@@ -21,6 +21,12 @@ export interface TransportCapabilities {
   readonly atomicSettle: boolean;
 }
 
+/** What a broker refuses, declared by its transport so an endpoint is checked when it is built. */
+export interface TransportLimits {
+  /** The largest `ConsumeOptions.prefetch` the transport accepts, and so the largest endpoint `concurrency`. Default no limit. */
+  readonly maxPrefetch?: number;
+}
+
 /** A message to put on a queue. */
 export interface OutgoingMessage {
   /** Stable message id; kept across retries and dead-lettering. */
@@ -33,7 +39,10 @@ export interface OutgoingMessage {
  * One delivery of a message, held under a lease until settled. Exactly one
  * settlement call takes effect; settlement is final once it resolves. A
  * delivery that is never settled comes back after its lease expires (or when
- * the connection that holds it closes).
+ * the connection that holds it closes). A settlement that fails because the
+ * delivery can no longer be settled at all rejects with an error marked
+ * `deliveryGone: true` (see `isDeliveryGone`); any other failure leaves the
+ * delivery held, to be settled again or released.
  */
 export interface Delivery {
   readonly id: string;
@@ -53,6 +62,13 @@ export interface Delivery {
   deadLetter(errorQueue: string, headers: Headers): Promise<void>;
   /** Give the message back unsettled, available again at once, without counting an attempt. */
   release(): Promise<void>;
+  /**
+   * Where the transport leases deliveries: keep this one from other
+   * consumers for `ms` more milliseconds, counted from now. Resolves once the
+   * new lease is written; rejects with an error marked `deliveryGone` when
+   * the lease was already lost. Absent on transports without leases.
+   */
+  extendLease?(ms: number): Promise<void>;
 }
 
 /** Options for {@link Transport.consume}. */
@@ -90,6 +106,8 @@ export interface Transport {
   /** Short name for logs and docs, such as `sqlite`. */
   readonly name: string;
   readonly capabilities: TransportCapabilities;
+  /** What the broker refuses. Default none: every value the contract allows is accepted. */
+  readonly limits?: TransportLimits;
   /** Browse, replay and delete error-queue entries, where the transport supports it. */
   readonly errorQueue?: ErrorQueueOperations;
   /** Read queue depths, where the transport supports it. */

@@ -51,6 +51,38 @@ async function arrivals(file: string, queue: string, expected: number): Promise<
   }
 }
 
+/** Makes `queue` exist in `file` the way an endpoint does: by consuming it. */
+async function consumeOnce(file: string, queue: string): Promise<void> {
+  const transport = sqlite(file);
+  try {
+    await (await transport.consume(queue, (d) => void d.release(), { prefetch: 1 })).close();
+  } finally {
+    await transport.close();
+  }
+}
+
+/**
+ * Puts an entry into the error queue of `file` the way a broker dead-letter
+ * exchange or anyone who can write to it could: its headers name `queue` as
+ * the queue it failed on. Resolves its message id.
+ */
+async function deadLetterForged(file: string, queue: string): Promise<string> {
+  const transport = sqlite(file);
+  const id = 'forged-1';
+  try {
+    await transport.send('inbox', { id, body: new TextEncoder().encode('{}'), headers: {} });
+    const settled = new Promise<void>((resolve, reject) => {
+      void transport.consume('inbox', (d) => {
+        d.deadLetter('error', { [HEADER.failureQueue]: queue, [HEADER.failureReason]: 'unrecoverable', [HEADER.failureMessage]: 'forged' }).then(resolve, reject);
+      }, { prefetch: 1 });
+    });
+    await settled;
+  } finally {
+    await transport.close();
+  }
+  return id;
+}
+
 describe('errors list, show and export (read only)', () => {
   let file = '';
   let filled: Filled;
@@ -215,7 +247,7 @@ describe('errors retry', () => {
     const timeouts = groups.find((g: any) => g.errorName === 'TimeoutError');
     const run = await cli(['errors', 'retry', file, '--group', timeouts.signature.toUpperCase(), '--json']);
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toEqual({ sentBack: 5, alreadyGone: 0, notAttempted: 0, queues: { orders: 5 }, interrupted: false });
+    expect(JSON.parse(run.stdout)).toEqual({ sentBack: 5, alreadyGone: 0, refused: 0, notAttempted: 0, queues: { orders: 5 }, interrupted: false });
     const got = await arrivals(file, 'orders', 5);
     expect(got.map((g) => g.id).sort()).toEqual([...filled.ids.timeout].sort());
     expect(got.every((g) => g.replayCount === '1')).toBe(true);
@@ -229,12 +261,45 @@ describe('errors retry', () => {
 
   it('sends everything back with --all, to another queue with --to', async () => {
     const { file, filled } = await filledFile({ timeout: 3, invalid: 2, refused: 1, binary: 1, ok: 1 });
+    await consumeOnce(file, 'orders.replay');
     const run = await cli(['errors', 'retry', file, '--all', '--to', 'orders.replay']);
     expect(run).toEqual({ code: 0, stdout: 'sent back 7 (orders.replay: 7), already gone 0\n', stderr: '' });
     const got = await arrivals(file, 'orders.replay', 7);
     expect(got.map((g) => g.id).sort()).toEqual([...filled.ids.timeout, ...filled.ids.invalid, ...filled.ids.refused, ...filled.ids.binary].sort());
     expect(await entries(file)).toEqual([]);
     expect(await arrivals(file, 'orders', 0)).toEqual([]);
+  });
+
+  it('leaves entries whose queue does not exist, sends the rest, and exits 1 naming the refusal', async () => {
+    const { file, filled } = await filledFile({ timeout: 2, invalid: 0, refused: 0, binary: 0, ok: 0 });
+    const forged = await deadLetterForged(file, 'payments.ledger');
+    const run = await cli(['errors', 'retry', file, '--all', '--json']);
+    expect(run.code).toBe(1);
+    expect(JSON.parse(run.stdout)).toMatchObject({ sentBack: 2, refused: 1, queues: { orders: 2 } });
+    expect(run.stderr).toContain("1 entry was refused and stay in the error queue; the first: refused to send message forged-1 back to 'payments.ledger'");
+    expect(run.stderr).toContain('does not create queues');
+    expect((await entries(file)).map((e) => e.messageId)).toEqual([forged]);
+    expect((await arrivals(file, 'orders', 2)).map((a) => a.id).sort()).toEqual([...filled.ids.timeout].sort());
+    const stats = JSON.parse((await cli(['stats', file, '--json'])).stdout);
+    expect(stats.queues.map((q: { queue: string }) => q.queue)).not.toContain('payments.ledger');
+  });
+
+  it('sends only to the --allow-queue queues', async () => {
+    const { file, filled } = await filledFile({ timeout: 2, invalid: 0, refused: 0, binary: 0, ok: 0 });
+    await consumeOnce(file, 'audit');
+    const forged = await deadLetterForged(file, 'audit');
+    const run = await cli(['errors', 'retry', file, '--all', '--allow-queue', 'orders']);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('sent back 2 (orders: 2), already gone 0, refused 1\n');
+    expect(run.stderr).toContain("'audit' is not one of the queues allowed as a destination");
+    expect((await entries(file)).map((e) => e.messageId)).toEqual([forged]);
+    const to = await cli(['errors', 'retry', file, '--all', '--to', 'audit', '--allow-queue', 'orders']);
+    expect(to).toMatchObject({ code: 2, stderr: 'redeliver: --to audit is not one of the --allow-queue queues\n' });
+    expect(await cli(['errors', 'retry', file, '--all', '--allow-queue', 'orders', '--allow-queue', 'audit'])).toMatchObject({
+      code: 0,
+      stdout: 'sent back 1 (audit: 1), already gone 0\n',
+    });
+    expect(filled.ids.timeout).toHaveLength(2);
   });
 
   it('refuses to send to an error queue', async () => {
@@ -297,7 +362,7 @@ describe('errors retry', () => {
     };
     const interrupted = await cli(['errors', 'retry', file, '--all', '--json'], { openTransport: interrupting, signal: stop.signal });
     expect(interrupted.code).toBe(130);
-    expect(JSON.parse(interrupted.stdout)).toEqual({ sentBack: 3, alreadyGone: 0, notAttempted: 4, queues: { orders: 3 }, interrupted: true });
+    expect(JSON.parse(interrupted.stdout)).toEqual({ sentBack: 3, alreadyGone: 0, refused: 0, notAttempted: 4, queues: { orders: 3 }, interrupted: true });
     expect(interrupted.stderr).toBe('redeliver: interrupted; run the same command again to continue\n');
 
     const third = await cli(['errors', 'retry', file, '--all']);
@@ -368,7 +433,7 @@ describe('bad input', () => {
   it.each([
     [['errors', 'list', '__FILE__', '--bogus'], /error: unknown option '--bogus'/],
     [['errors', 'frobnicate', '__FILE__'], /error: unknown command 'frobnicate'/],
-    [['errors', 'list'], /error: missing required argument 'target'/],
+    [['errors', 'list'], /no target: .* or set REDELIVER_URL/],
     [['errors', 'list', '/no/such/file.db'], /redeliver: no SQLite file at \/no\/such\/file\.db/],
     [['errors', 'show', '__FILE__', '12ab'], /'12ab' is not an error-queue key/],
     [['errors', 'retry', '__FILE__'], /name what to work on: one <key>, or --group <signature>, or --all/],

@@ -67,6 +67,15 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
       expect.objectContaining({ queue: errorQueue, kind: 'error', ready: 7 }),
     ]);
 
+    // A send-back goes only to a queue that exists: the operator made this one.
+    const nowhere = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs]);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stdout).toBe('sent back 0, already gone 0, refused 4\n');
+    expect(nowhere.stderr).toContain(`no queue '${replayQueue}' exists`);
+    const admin = await amqp.connect(RABBITMQ_URL);
+    await (await admin.createChannel()).assertQueue(replayQueue, { durable: true });
+    await admin.close();
+
     // The first replay loses the broker after two messages; the second finishes.
     let sent = 0;
     const flaky = async (url: string): Promise<Transport> => {

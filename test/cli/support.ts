@@ -40,7 +40,13 @@ export interface CliRun {
 /** Runs `redeliver <args>` in-process with the errors and stats commands. */
 export async function cli(
   args: readonly string[],
-  options: { openTransport?: (target: string) => Promise<Transport>; signal?: AbortSignal; stderrIsTTY?: boolean } = {},
+  options: {
+    openTransport?: (target: string) => Promise<Transport>;
+    signal?: AbortSignal;
+    stderrIsTTY?: boolean;
+    /** The environment the command sees. Default: none at all, so a test never depends on the caller's. */
+    env?: Record<string, string | undefined>;
+  } = {},
 ): Promise<CliRun> {
   const stdout = capture();
   const stderr = capture({ isTTY: options.stderrIsTTY ?? false });
@@ -49,6 +55,7 @@ export async function cli(
     stderr,
     ...(options.openTransport ? { openTransport: options.openTransport } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
+    env: options.env ?? {},
   });
   registerErrors(program);
   registerStats(program);

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
+import { SendBackRefusedError } from '../../src/operations/send-back-destination.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
 import type { ConformanceTarget } from './suite.js';
 
@@ -22,8 +23,11 @@ export function describeErrorQueueConformance(target: ConformanceTarget): void {
       transport = undefined;
     });
 
-    /** Dead-letters `count` messages from a fresh work queue into a fresh error queue. */
-    async function fill(count: number) {
+    /**
+     * Dead-letters `count` messages from a fresh work queue into a fresh
+     * error queue; `failureQueue` overrides the queue the entries name.
+     */
+    async function fill(count: number, failureQueue?: string) {
       const t = (transport = await target.create());
       const ops = t.errorQueue;
       if (!ops) throw new Error(`${target.name} has no errorQueue operations`);
@@ -36,7 +40,7 @@ export function describeErrorQueueConformance(target: ConformanceTarget): void {
         while (got.length <= i) await new Promise((r) => setTimeout(r, 10));
         await got[i]!.deadLetter(errorQueue, {
           ...got[i]!.headers,
-          [HEADER.failureQueue]: queue,
+          [HEADER.failureQueue]: failureQueue ?? queue,
           [HEADER.failureReason]: 'retries-exhausted',
           [HEADER.failureMessage]: `boom ${i}`,
         });
@@ -55,6 +59,13 @@ export function describeErrorQueueConformance(target: ConformanceTarget): void {
       subs.push(sub);
       for (let waited = 0; got.length < n && waited < waitMs; waited += 20) await new Promise((r) => setTimeout(r, 20));
       return got;
+    }
+
+    async function until(condition: () => Promise<boolean>, waitMs = 5_000): Promise<void> {
+      for (let waited = 0; !(await condition()); waited += 20) {
+        if (waited >= waitMs) throw new Error(`condition not met within ${waitMs} ms`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
     }
 
     it('counts, pages oldest first, and gets one entry by key', async () => {
@@ -88,13 +99,45 @@ export function describeErrorQueueConformance(target: ConformanceTarget): void {
       expect(headers[HEADER.attempts]).toBeUndefined();
     });
 
-    it('sends a message back to another queue when asked', async () => {
+    it('sends a message back to another existing queue when asked', async () => {
       const { t, ops, errorQueue } = await fill(1);
       const [entry] = await ops.browse(errorQueue);
       const other = `eq-other-${randomUUID().slice(0, 8)}`;
+      const got = receive(t, other, 1); // consuming it makes the queue exist
+      await until(async () => (await t.inspection!.queueDepths()).some((d) => d.queue === other));
       expect(await ops.sendBack(errorQueue, entry!.key, { queue: other })).toBe(other);
-      const got = await receive(t, other, 1);
-      expect(got.map((d) => d.id)).toEqual(['m-0']);
+      expect((await got).map((d) => d.id)).toEqual(['m-0']);
+    });
+
+    it('refuses to send back to a queue that does not exist, named by the entry or by the operator, and creates none', async () => {
+      const forged = `eq-forged-${randomUUID().slice(0, 8)}`;
+      const { t, ops, errorQueue } = await fill(1, forged);
+      const [entry] = await ops.browse(errorQueue);
+      const refusal = await ops.sendBack(errorQueue, entry!.key).catch((e: unknown) => e);
+      expect(refusal).toBeInstanceOf(SendBackRefusedError);
+      expect(refusal).toMatchObject({ queue: forged, reason: 'missing' });
+      const named = `eq-missing-${randomUUID().slice(0, 8)}`;
+      await expect(ops.sendBack(errorQueue, entry!.key, { queue: named })).rejects.toMatchObject({ queue: named, reason: 'missing' });
+      expect(await ops.count(errorQueue)).toBe(1);
+      const known = (await t.inspection!.queueDepths()).map((d) => d.queue);
+      expect(known).not.toContain(forged);
+      expect(known).not.toContain(named);
+    });
+
+    it('sends back only to the allowed queues when given a list', async () => {
+      const { t, ops, queue, errorQueue } = await fill(2);
+      const [first, second] = await ops.browse(errorQueue);
+      await expect(ops.sendBack(errorQueue, first!.key, { allowedQueues: ['somewhere-else'] })).rejects.toMatchObject({ queue, reason: 'not-allowed' });
+      expect(await ops.count(errorQueue)).toBe(2);
+      expect(await ops.sendBack(errorQueue, second!.key, { allowedQueues: ['somewhere-else', queue] })).toBe(queue);
+      expect((await receive(t, queue, 1)).map((d) => d.id)).toEqual(['m-1']);
+    });
+
+    it('refuses to send back into an error queue', async () => {
+      const { ops, errorQueue } = await fill(1);
+      const [entry] = await ops.browse(errorQueue);
+      await expect(ops.sendBack(errorQueue, entry!.key, { queue: errorQueue })).rejects.toMatchObject({ reason: 'error-queue' });
+      expect(await ops.count(errorQueue)).toBe(1);
     });
 
     it('deletes one entry and purges the rest', async () => {

@@ -2,9 +2,11 @@ import { spawnSync } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
-import { registerDashboard, serveDashboard } from '../../src/cli/commands/dashboard.js';
+import { registerDashboard, serveDashboard, type DashboardCommandOptions } from '../../src/cli/commands/dashboard.js';
 import { UsageError } from '../../src/cli/open-transport.js';
-import { deadLetterAll, request, sqliteWithErrorQueue } from './support.js';
+import { MemoryTransport } from '../../src/transports/memory/index.js';
+import type { Transport } from '../../src/transport/types.js';
+import { csrfOf, deadLetterAll, postHeaders, request, sqliteWithErrorQueue } from './support.js';
 
 const sqlite = await sqliteWithErrorQueue();
 
@@ -40,29 +42,70 @@ describe('redeliver dashboard', () => {
   it('documents its options in --help', () => {
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'dashboard', '--help'], { encoding: 'utf8', timeout: 30_000 });
     expect(run.status).toBe(0);
-    for (const option of ['--port', '--host', '--token', '--error-queue', '<target>']) expect(run.stdout).toContain(option);
+    for (const option of ['--port', '--host', '--token', '--error-queue', '--public-url', '--allow-queue', '[target]', 'REDELIVER_URL']) expect(run.stdout).toContain(option);
   });
 
-  it.skipIf(!sqlite)('serves a SQLite file until stopped', async () => {
-    const transport = await sqlite!.create('cli');
-    await deadLetterAll(transport, [{ n: 1, fail: { name: 'Boom', message: 'boom 1' } }]);
-    await transport.close();
-    const stop = new AbortController();
+  /** Runs `serveDashboard` until it is listening; `stop()` ends it and resolves what it settled with. */
+  async function serve(
+    target: string | undefined,
+    opts: Partial<DashboardCommandOptions>,
+    io: { env?: NodeJS.ProcessEnv; openTransport?: () => Promise<Transport> } = {},
+  ): Promise<{ url: string; out: string; stop: () => Promise<unknown> }> {
+    const abort = new AbortController();
     const out = sink();
     let url = '';
     const served = serveDashboard(
-      sqlite!.path('cli'),
-      { port: 0, host: '127.0.0.1', errorQueue: [] },
-      { out, signal: stop.signal, env: {}, onReady: (u) => (url = u) },
+      target,
+      { port: 0, host: '127.0.0.1', errorQueue: [], ...opts },
+      { out, signal: abort.signal, env: io.env ?? {}, onReady: (u) => (url = u), ...(io.openTransport ? { openTransport: io.openTransport } : {}) },
     ).catch((e: unknown) => e);
     while (!url) {
       const early = await Promise.race([served, new Promise((r) => setTimeout(() => r(undefined), 20))]);
       if (early) throw early;
     }
+    return {
+      url,
+      out: out.text,
+      stop: () => {
+        abort.abort();
+        return served;
+      },
+    };
+  }
+
+  it.skipIf(!sqlite)('serves a SQLite file until stopped', async () => {
+    const transport = await sqlite!.create('cli');
+    await deadLetterAll(transport, [{ n: 1, fail: { name: 'Boom', message: 'boom 1' } }]);
+    await transport.close();
+    const { url, out, stop } = await serve(sqlite!.path('cli'), {});
     const groups = (await request(`${url}api/groups`)).json();
     expect(groups.groups[0]).toMatchObject({ count: 1, signature: { errorName: 'Boom' } });
-    expect(out.text).toContain(url);
-    stop.abort();
-    expect(await served).toBeUndefined();
+    expect(out).toContain(url);
+    expect(await stop()).toBeUndefined();
+  });
+
+  it.skipIf(!sqlite)('reads the target from REDELIVER_URL, prints the public URL, and passes the allowed queues on', async () => {
+    const transport = await sqlite!.create('cli-env');
+    await deadLetterAll(transport, [{ n: 1, fail: { name: 'Boom', message: 'boom 1' } }]);
+    await transport.close();
+    const { url, out, stop } = await serve(
+      '-',
+      { publicUrl: 'https://ops.example.com/redeliver', allowQueue: ['elsewhere'] },
+      { env: { REDELIVER_URL: sqlite!.path('cli-env') } },
+    );
+    expect(out).toContain(`redeliver dashboard for ${sqlite!.path('cli-env')} at https://ops.example.com/redeliver/ (listening on ${url})`);
+    const csrf = await csrfOf(url);
+    const key = (await request(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
+    const retry = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key }) });
+    expect(retry.status).toBe(409);
+    expect(retry.json().error).toContain("'orders' is not one of the queues allowed");
+    expect(await stop()).toBeUndefined();
+  });
+
+  it('never prints the password of an amqp:// target', async () => {
+    const { url, out, stop } = await serve(undefined, {}, { env: { REDELIVER_URL: 'amqp://ops:s3cret@127.0.0.1:1/' }, openTransport: async () => new MemoryTransport() });
+    expect(out).toContain(`redeliver dashboard for amqp://ops:***@127.0.0.1:1/ at ${url}`);
+    expect(out).not.toContain('s3cret');
+    expect(await stop()).toBeUndefined();
   });
 });

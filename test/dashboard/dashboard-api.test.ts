@@ -3,7 +3,7 @@ import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { DashboardOptionError } from '../../src/dashboard/options.js';
 import { HEADER } from '../../src/headers/names.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
-import { csrfOf, deadLetterAll, postHeaders, request, waitFor, type TestMessage } from './support.js';
+import { csrfOf, deadLetterAll, postHeaders, request, waitFor, wrongToken, type TestMessage } from './support.js';
 
 const TOKEN = 'a-test-token-0123456789abcdef';
 
@@ -124,6 +124,65 @@ describe('dashboard JSON API', () => {
     expect(both.status).toBe(400);
   });
 
+  it('sends back only to the allowed queues, and never to a queue that does not exist', async () => {
+    const url = await start([notFound(1), notFound(2), tooLarge(3)], { allowedQueues: ['orders.replay'] });
+    const csrf = await csrfOf(url);
+    const [group] = (await request(`${url}api/groups`)).json().groups;
+    const entries = (await request(`${url}api/entries?errorQueue=error`)).json().entries;
+    const one = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entries[0].key }) });
+    expect(one.status).toBe(409);
+    expect(one.json().error).toContain("'orders' is not one of the queues allowed as a destination");
+    const many = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', group: group.signature.id }) });
+    expect(many.json()).toMatchObject({ sent: 0, missing: 0, failed: 2 });
+    expect(transport.depth('error')).toBe(3);
+    expect(transport.depth('orders')).toBe(0);
+    await expect(createDashboard({ transport, allowedQueues: [''] })).rejects.toThrow(/allowedQueues/);
+  });
+
+  it('refuses to send back to a queue named only by a forged entry', async () => {
+    transport = new MemoryTransport();
+    const forged = { [HEADER.failureQueue]: 'billing.internal', [HEADER.failureReason]: 'unrecoverable', [HEADER.failureMessage]: 'x' };
+    await transport.send('error', { id: 'forged', body: new TextEncoder().encode('{}'), headers: forged });
+    dashboard = await createDashboard({ transport });
+    const csrf = await csrfOf(dashboard.url);
+    const [entry] = (await request(`${dashboard.url}api/entries?errorQueue=error`)).json().entries;
+    const res = await request(`${dashboard.url}api/retry`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entry.key }) });
+    expect(res.status).toBe(409);
+    expect(res.json().error).toContain("no queue 'billing.internal' exists");
+    expect(transport.depth('error')).toBe(1);
+    expect((await transport.inspection.queueDepths()).map((d) => d.queue)).not.toContain('billing.internal');
+  });
+
+  it('behind an https reverse proxy: accepts its Origin and Host, sets a Secure cookie on its path', async () => {
+    const url = await start([notFound(1)], { token: TOKEN, publicUrl: 'https://ops.example.com/redeliver' });
+    const proxied = { Host: 'ops.example.com', 'X-Forwarded-Proto': 'https' };
+    const login = await request(`${url}?token=${TOKEN}`, { headers: proxied });
+    expect(login.status).toBe(303);
+    expect(login.headers.location).toBe('/redeliver/');
+    const setCookie = String(login.headers['set-cookie']);
+    expect(setCookie).toMatch(/; Secure/);
+    expect(setCookie).toMatch(/; Path=\/redeliver\//);
+    const cookie = setCookie.split(';')[0]!;
+    const csrf = await csrfOf(url, { ...proxied, Cookie: cookie });
+    const key = (await request(`${url}api/entries?errorQueue=error`, { headers: { ...proxied, Cookie: cookie } })).json().entries[0].key;
+    const body = JSON.stringify({ errorQueue: 'error', key });
+    const post = (origin: string) =>
+      request(`${url}api/retry`, { method: 'POST', headers: { ...proxied, Cookie: cookie, 'Content-Type': 'application/json', 'X-Redeliver-CSRF': csrf, Origin: origin }, body });
+    expect((await post('http://ops.example.com')).status).toBe(403);
+    expect((await post('https://evil.example')).status).toBe(403);
+    expect(transport.depth('error')).toBe(1);
+    const ok = await post('https://ops.example.com');
+    expect(ok.status).toBe(200);
+    expect(ok.json()).toEqual({ sentTo: 'orders' });
+  });
+
+  it('rejects a public URL that is not http(s), or carries credentials, a query or a fragment', async () => {
+    transport = new MemoryTransport();
+    for (const publicUrl of ['ftp://ops.example.com/', 'https://user:pw@ops.example.com/', 'https://ops.example.com/?a=1', 'https://ops.example.com/#x', 'not a url']) {
+      await expect(createDashboard({ transport, publicUrl }), publicUrl).rejects.toThrow(DashboardOptionError);
+    }
+  });
+
   it('reports queue depths and dead-letters per minute', async () => {
     const url = await start([notFound(1), notFound(2)]);
     const stats = (await request(`${url}api/stats`)).json();
@@ -194,7 +253,7 @@ describe('dashboard security', () => {
     const good = postHeaders(url, csrf);
     const cases: [string, Record<string, string>, number][] = [
       ['no CSRF token', { ...good, 'X-Redeliver-CSRF': '' }, 403],
-      ['a wrong CSRF token', { ...good, 'X-Redeliver-CSRF': `${csrf.slice(0, -1)}x` }, 403],
+      ['a wrong CSRF token', { ...good, 'X-Redeliver-CSRF': wrongToken(csrf) }, 403],
       ['no Origin', Object.fromEntries(Object.entries(good).filter(([k]) => k !== 'Origin')), 403],
       ['a foreign Origin', { ...good, Origin: 'http://evil.example' }, 403],
       ['an Origin on another port', { ...good, Origin: 'http://127.0.0.1:1' }, 403],
@@ -239,6 +298,8 @@ describe('dashboard security', () => {
     const setCookie = String(login.headers['set-cookie']);
     expect(setCookie).toMatch(/HttpOnly/);
     expect(setCookie).toMatch(/SameSite=Strict/);
+    expect(setCookie).toMatch(/Path=\/;/);
+    expect(setCookie).not.toMatch(/Secure/); // plain http without a public https URL
     const cookie = setCookie.split(';')[0]!;
     expect((await request(`${url}api/groups`, { headers: { Cookie: cookie } })).status).toBe(200);
 

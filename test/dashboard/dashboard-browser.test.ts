@@ -5,6 +5,8 @@
  * Also checks that hostile bodies and error messages show as text.
  */
 import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -164,5 +166,48 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     expect(await page.locator('main img, main script, main svg').count()).toBe(0);
     expect(cspViolations).toEqual([]);
     await page.close();
+  }, 60_000);
+
+  it('works behind a reverse proxy that serves it under a path: logs in with the token and retries a group', async () => {
+    const poison = new Switch();
+    const ep = await startEndpoint('proxied', poison);
+    await sendAll(transport!, 'orders', [1, 2].map((n) => ({ n, fail: { name: 'PaymentDeclined', message: `card ${n} declined` } })));
+    await waitFor(() => ep.stats.deadLettered === 2, 10_000, 'two dead letters');
+    const handled: string[] = [];
+    ep.on('handled', (e) => handled.push(e.messageId));
+
+    // A proxy that strips /redeliver and, like nginx's default, sends the upstream's own Host.
+    const upstream = { port: 0 };
+    const proxy = createServer((req, res) => {
+      if (!req.url?.startsWith('/redeliver/')) return void res.writeHead(404).end();
+      const forward = httpRequest(
+        { host: '127.0.0.1', port: upstream.port, method: req.method, path: req.url.slice('/redeliver'.length), headers: { ...req.headers, host: `127.0.0.1:${upstream.port}` } },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      req.pipe(forward);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const publicUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/redeliver/`;
+    try {
+      dashboard = await createDashboard({ transport: transport!, endpoints: [ep], token: TOKEN, publicUrl });
+      upstream.port = Number(new URL(dashboard.url).port);
+      const page = await browser.newPage();
+      page.on('dialog', (d) => void d.accept());
+      await page.goto(`${publicUrl}?token=${TOKEN}`);
+      expect(page.url()).toBe(publicUrl);
+      const group = page.locator('[data-testid="group-row"]');
+      await expect.poll(() => group.count(), { timeout: 10_000 }).toBe(1);
+      poison.poisoned = false;
+      await group.locator('[data-testid="retry-group"]').click();
+      await expect.poll(() => page.locator('#status').textContent(), { timeout: 10_000 }).toContain('Sent back 2 messages');
+      await waitFor(() => handled.length === 2, 15_000, 'the retried messages to be handled');
+      await page.close();
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      proxy.closeAllConnections();
+    }
   }, 60_000);
 });

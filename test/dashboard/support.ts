@@ -90,6 +90,11 @@ export async function csrfOf(baseUrl: string, headers: Record<string, string> = 
   return match[1]!;
 }
 
+/** A token of the same length as `token` that differs from it in its last character, whatever that character is. */
+export function wrongToken(token: string): string {
+  return `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`;
+}
+
 /** Headers of a well-formed state-changing request from the dashboard's own page. */
 export function postHeaders(baseUrl: string, csrf: string): Record<string, string> {
   const origin = new URL(baseUrl).origin;

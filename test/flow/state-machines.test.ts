@@ -54,6 +54,7 @@ describe('NSQ consumer backoff counter', () => {
   it('rejects bad options by name', () => {
     expect(() => resolveFlowConfig({ consumerBackoff: { multiplierMs: -1 } })).toThrow(/consumerBackoff\.multiplierMs/);
     expect(() => resolveFlowConfig({ consumerBackoff: { strategy: 'linear' as never } })).toThrow(OptionError);
+    expect(() => resolveFlowConfig({ consumerBackoff: { resume: 'never' as never } })).toThrow(/consumerBackoff\.resume/);
     expect(() => resolveFlowConfig({ rateLimit: { consecutiveFailures: 0 } })).toThrow(/rateLimit\.consecutiveFailures/);
     expect(() => resolveFlowConfig({ retryBudget: { ratio: 2 } })).toThrow(/retryBudget\.ratio/);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HEADER } from '../../src/headers/names.js';
+import { HEADER, LIMITS } from '../../src/headers/names.js';
+import { decodeHeaders } from '../../src/transports/rabbitmq/wire-headers.js';
 import { appendFailure, readRetryState, userHeaders, withRetryState } from '../../src/headers/retry-state.js';
 import { summarizeError } from '../../src/headers/failure.js';
 
@@ -34,6 +35,25 @@ describe('retry headers', () => {
     expect(history[0]!.errorName).toBe('Error');
     expect(history[0]!.message.length).toBeLessThanOrEqual(500);
     expect(history[0]!.immediateAttempt).toBe(0);
+  });
+
+  it('keep the history header within its byte bound, dropping the oldest entries, so no transport cuts it into broken JSON', () => {
+    let history = appendFailure([], { at: '2026-01-01T00:00:00.000Z', errorName: 'Error', message: 'first', immediateAttempt: 1, delayedAttempt: 0 });
+    for (let i = 2; i <= 10; i++) {
+      history = appendFailure(history, { at: '2026-01-01T00:00:00.000Z', errorName: 'Error', message: `${i} ${'€'.repeat(600)}`, immediateAttempt: 1, delayedAttempt: i - 1 });
+    }
+    const headers = withRetryState({}, { attempts: 10, delayedAttempts: 9, lastDelayMs: 1, delayedElapsedMs: 9, history });
+    expect(Buffer.byteLength(headers[HEADER.history]!)).toBeLessThanOrEqual(LIMITS.historyBytes);
+    // What a RabbitMQ consumer reads back is still the most recent failures.
+    const read = readRetryState(decodeHeaders(headers).headers).history;
+    expect(read.length).toBeGreaterThan(1);
+    expect(read.at(-1)!.message.startsWith('10 ')).toBe(true);
+    expect(read.map((r) => r.delayedAttempt)).toEqual(history.slice(-read.length).map((r) => r.delayedAttempt));
+  });
+
+  it('write redeliver headers before the user headers', () => {
+    const headers = withRetryState({ b: '1', a: '2' }, { attempts: 1, delayedAttempts: 0, lastDelayMs: undefined, delayedElapsedMs: 0, history: [] });
+    expect(Object.keys(headers)).toEqual([HEADER.attempts, HEADER.delayedAttempts, 'b', 'a']);
   });
 
   it('summarise anything thrown, bounded', () => {

@@ -63,3 +63,18 @@ export async function closeConnections(pids: readonly string[], reason = 'test: 
 export async function closeConnectionsNamed(connectionName: string, reason = 'test: connection cut'): Promise<number> {
   return closeConnections(await connectionPidsNamed(connectionName), reason);
 }
+
+/** Deletes the test's own queues on the shared broker, each on a fresh channel (a missing queue closes its channel). */
+export async function deleteQueues(queues: Iterable<string>): Promise<void> {
+  const connection = await amqp.connect(RABBITMQ_URL);
+  try {
+    for (const q of queues) {
+      const ch = await connection.createChannel();
+      ch.on('error', () => undefined);
+      await ch.deleteQueue(q).catch(() => undefined);
+      await ch.close().catch(() => undefined);
+    }
+  } finally {
+    await connection.close();
+  }
+}

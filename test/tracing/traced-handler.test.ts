@@ -99,6 +99,7 @@ describe('tracedHandler', () => {
       deliveryCount: 1,
       signal: new AbortController().signal,
       requeue: () => undefined,
+      extendLease: async () => undefined,
     });
     await handler(undefined, context({}));
     await handler(undefined, context({ traceparent: 'garbage' }));
@@ -117,7 +118,7 @@ describe('tracedHandler', () => {
       throw thrown;
     }, { tracer });
     await expect(
-      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, signal: new AbortController().signal, requeue: () => undefined }),
+      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, signal: new AbortController().signal, requeue: () => undefined, extendLease: async () => undefined }),
     ).rejects.toBe(thrown);
     const [span] = exporter.getFinishedSpans();
     expect(span!.status.code).toBe(SpanStatusCode.ERROR);

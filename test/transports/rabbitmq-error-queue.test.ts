@@ -12,15 +12,18 @@ import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from 'amqp
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import type { Delivery } from '../../src/transport/types.js';
+import { ConfirmedPublishing } from '../../src/transports/rabbitmq/confirmed-publishing.js';
 import { ConnectionManager } from '../../src/transports/rabbitmq/connection.js';
+import { QueueDeclarations } from '../../src/transports/rabbitmq/declarations.js';
 import { ErrorQueueMarkers } from '../../src/transports/rabbitmq/error-queue-marker.js';
 import { emptyStats } from '../../src/transports/rabbitmq/events.js';
 import { RabbitMqTransport, ScanLimitError, SendBackIncompleteError, errorQueueMarkerName, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
 import { RabbitMqOperations } from '../../src/transports/rabbitmq/operations.js';
 import { resolveOptions } from '../../src/transports/rabbitmq/options.js';
 import { Publisher } from '../../src/transports/rabbitmq/publisher.js';
-import { DELAY_LEVELS, delayTopologyNames } from '../../src/transports/rabbitmq/topology.js';
+import { DELAY_LEVELS } from '../../src/transports/rabbitmq/topology.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { deleteDelayTopology } from '../support/delay-topology.js';
 
 const skip = await rabbitSkipReason();
 const run = randomUUID().slice(0, 8);
@@ -102,19 +105,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
 
   afterAll(async () => {
     if (!admin) return;
-    const names = delayTopologyNames(prefix);
-    for (const queue of [...queues, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) {
-      const channel = await admin.createChannel();
-      channel.on('error', () => undefined);
-      await channel.deleteQueue(queue).catch(() => undefined);
-      await channel.close().catch(() => undefined);
-    }
-    for (const exchange of [names.deliver, ...Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n))]) {
-      const channel = await admin.createChannel();
-      channel.on('error', () => undefined);
-      await channel.deleteExchange(exchange).catch(() => undefined);
-      await channel.close().catch(() => undefined);
-    }
+    await deleteDelayTopology(admin, prefix, queues);
     await admin.close();
   });
 
@@ -203,14 +194,15 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
     // The operations on a connection of their own, which the publisher closes right after the broker confirmed the copy.
     const options = resolveOptions({ url: RABBITMQ_URL, topologyPrefix: prefix, connectionName: 'redeliver-test-error-queue-lost' });
     const connection = new ConnectionManager(options, () => undefined, emptyStats());
-    const real = new Publisher(connection, options);
+    const declarations = new QueueDeclarations(connection, options, () => undefined);
+    const real = new Publisher(new ConfirmedPublishing(connection, declarations, options, emptyStats()), connection.names, options);
     const publisher = Object.assign(Object.create(real) as Publisher, {
       publishCopy: async (...args: Parameters<Publisher['publishCopy']>) => {
         await real.publishCopy(...args);
         await connection.session!.model.close();
       },
     });
-    const ops = new RabbitMqOperations({ connection, publisher, options, markers: new ErrorQueueMarkers(connection, options) });
+    const ops = new RabbitMqOperations({ connection, declarations, publisher, options, markers: new ErrorQueueMarkers(connection, declarations, options) });
     try {
       const failure = await ops.sendBack(errorQueue, entry!.key).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(SendBackIncompleteError);
@@ -293,12 +285,15 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
     await retried[0]!.retryLater(2 ** 20, {});
     await sub.close();
 
-    const level20 = delayTopologyNames(prefix).level(20);
+    const level20 = t.topology.level(20);
     const own = await t.inspection.queueDepths();
     expect(own.filter((d) => d.kind !== 'retry')).toEqual([
-      { queue: errorQueue, kind: 'error', ready: 2, delayed: 0, inFlight: 0 },
-      { queue: work, kind: 'work', ready: 0, delayed: 0, inFlight: 0 },
-    ].sort((a, b) => a.queue.localeCompare(b.queue)));
+      ...[
+        { queue: errorQueue, kind: 'error', ready: 2, delayed: 0, inFlight: 0 },
+        { queue: work, kind: 'work', ready: 0, delayed: 0, inFlight: 0 },
+      ].sort((a, b) => a.queue.localeCompare(b.queue)),
+      { queue: t.topology.unroutable, kind: 'error', ready: 0, delayed: 0, inFlight: 0 },
+    ]);
     const levels = own.filter((d) => d.kind === 'retry');
     expect(levels).toHaveLength(DELAY_LEVELS);
     expect(levels.find((d) => d.queue === level20)).toEqual({ queue: level20, kind: 'retry', ready: 0, delayed: 1, inFlight: 0 });

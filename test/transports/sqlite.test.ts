@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { bytesCodec } from '../../src/codec.js';
+import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
 import {
@@ -96,9 +98,10 @@ describe('SqliteTransport', () => {
     await until(() => first.items.length === 1);
     expect(first.items[0]!.deliveryCount).toBe(1);
 
+    // A delivery handed out with its claim keeps the claim's lease: leaseMs plus the claim-ahead allowance of a tenth.
     const second = new Inbox(clock);
     await consume(b, 'work', second, 1);
-    await clock.advance(499);
+    await clock.advance(549);
     expect(second.items).toHaveLength(0);
     await clock.advance(1);
     await until(() => second.items.length === 1);
@@ -127,7 +130,7 @@ describe('SqliteTransport', () => {
     // The lease runs out and another consumer claims the message.
     const other = new Inbox(clock);
     await consume(t, 'q', other, 1);
-    await clock.advance(100);
+    await clock.advance(110);
     await until(() => other.items.length === 1);
 
     const db = reader(path);
@@ -492,5 +495,112 @@ describe('SqliteTransport', () => {
     const db = reader(path);
     expect(db.pragma('user_version', { simple: true })).toBe(1);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+  });
+});
+
+describe('SqliteTransport leases', () => {
+  /** Two transports on one file with a fake clock and a 1 s lease, and two messages sent. */
+  async function twoConsumersAndTwoMessages(ids: [string, string]) {
+    const path = newPath();
+    const clock = new FakeClock(0);
+    const a = transport({ path, clock, leaseMs: 1_000, pollIntervalMs: 50 });
+    const b = transport({ path, clock, leaseMs: 1_000, pollIntervalMs: 50 });
+    for (const id of ids) await a.send('work', { id, body: text('x'), headers: {} });
+    return { path, clock, a, b, first: new Inbox(clock), second: new Inbox(clock) };
+  }
+
+  /** Advances the fake clock in steps, so consumers' polls run along the way. */
+  async function advanceInSteps(clock: FakeClock, ms: number, step = 50): Promise<void> {
+    for (let done = 0; done < ms; done += step) await clock.advance(Math.min(step, ms - done));
+  }
+
+  it('a row that waited in the consumer buffer is handed out with its full lease', async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['m-1', 'm-2']);
+    // Prefetch 1: the consumer claims both rows, hands out m-1 and buffers m-2.
+    await consume(a, 'work', first, 1);
+    await until(() => first.items.length === 1);
+
+    // An 800 ms handler: m-2 waits in the buffer all that time.
+    await advanceInSteps(clock, 800);
+    await first.items[0]!.ack();
+    await until(() => first.items.length === 2);
+    expect(first.items[1]!.id).toBe('m-2');
+    const handedOutAt = clock.now();
+
+    // Another consumer must not take m-2 while its holder's handler could still run within the lease.
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 999);
+    expect(clock.now() - handedOutAt).toBe(999);
+    expect(second.items).toHaveLength(0);
+    await first.items[1]!.ack();
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
+  it("extendLease keeps a long handler's message from other consumers, and fails once the lease is lost", async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['long', 'lost']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [long, lost] = first.items as [Delivery, Delivery];
+
+    await advanceInSteps(clock, 900);
+    await long.extendLease!(1_000);
+    await consume(b, 'work', second, 2);
+    // The lease of `lost` (1.1 s from its claim) runs out and `b` takes it; `long` stays leased until 1900 ms.
+    await advanceInSteps(clock, 999);
+    expect(second.items.map((d) => d.id)).toEqual(['lost']);
+    await expect(lost.extendLease!(1_000)).rejects.toBeInstanceOf(LeaseLostError);
+    await long.ack();
+    await second.items[0]!.ack();
+    await expect(long.extendLease!(1_000)).rejects.toBeInstanceOf(AlreadySettledError);
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
+  it('a handler keeps its message with ctx.extendLease past the lease', async () => {
+    const { path, clock, a, b, second } = await twoConsumersAndTwoMessages(['slow', 'other']);
+    let extend!: () => void;
+    const extendNow = new Promise<void>((resolve) => (extend = resolve));
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const runs: string[] = [];
+    const endpoint = new Endpoint<Uint8Array>({
+      name: 'slow',
+      queue: 'work',
+      transport: a,
+      clock,
+      codec: bytesCodec,
+      concurrency: 2,
+      leaseMs: 1_000,
+      handler: async (_body, ctx) => {
+        runs.push(ctx.messageId);
+        if (ctx.messageId !== 'slow') return;
+        await extendNow;
+        await ctx.extendLease(2_000);
+        await finished;
+      },
+    });
+    await endpoint.start();
+    await until(() => runs.length === 2);
+    await advanceInSteps(clock, 900);
+    extend();
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 1_500);
+    expect(second.items).toHaveLength(0);
+    finish();
+    const db = reader(path);
+    await until(() => count(db, 'messages') === 0);
+    await endpoint.stop();
+    expect(runs.sort()).toEqual(['other', 'slow']);
+  });
+
+  it('extendLease refuses a length that is not a positive whole number of milliseconds', async () => {
+    const t = transport({ path: newPath() });
+    await t.send('work', { id: 'm', body: text('x'), headers: {} });
+    const inbox = new Inbox();
+    await consume(t, 'work', inbox, 1);
+    await until(() => inbox.items.length === 1);
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      await expect(inbox.items[0]!.extendLease!(bad)).rejects.toBeInstanceOf(RangeError);
+    }
+    await inbox.items[0]!.ack();
   });
 });

@@ -1,7 +1,10 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { DashboardOptionError, isLoopbackHost, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
 import { createDashboard } from '../../dashboard/server.js';
-import { openTransport, UsageError } from '../open-transport.js';
+import type { Transport } from '../../transport/types.js';
+import { redactCredentials } from '../../util/redact.js';
+import { openTransport, resolveTarget, UsageError } from '../open-transport.js';
+import { collect, OPTIONAL_TARGET_HELP } from '../session.js';
 
 /** Options of `redeliver dashboard`. */
 export interface DashboardCommandOptions {
@@ -13,19 +16,25 @@ export interface DashboardCommandOptions {
   token?: string;
   /** Default `['error']`. */
   errorQueue: string[];
+  /** Where people open the dashboard through a reverse proxy. Default none. */
+  publicUrl?: string;
+  /** The only queues "retry" may send to. Default: any existing work queue. */
+  allowQueue?: string[];
 }
 
-/** `redeliver dashboard <sqlite-file|amqp-url>`: serves the operations dashboard until interrupted. */
+/** `redeliver dashboard [sqlite-file|amqp-url]`: serves the operations dashboard until interrupted. */
 export function registerDashboard(program: Command): void {
   program
     .command('dashboard')
     .description('serve a web page to browse failure groups in the error queues, read each message, and retry or delete')
-    .argument('<target>', 'the SQLite file an endpoint uses, or an amqp:// URL')
+    .argument('[target]', OPTIONAL_TARGET_HELP)
     .option('--port <port>', 'port to listen on', port, 8080)
     .option('--host <host>', 'address to listen on; anything but loopback needs --token', '127.0.0.1')
     .option('--token <token>', `secret every request must carry, at least ${MIN_TOKEN_LENGTH} characters (default: $REDELIVER_DASHBOARD_TOKEN)`)
     .option('--error-queue <name>', 'an error queue to show; repeat for more (default: error)', collect, [] as string[])
-    .action(async (target: string, opts: DashboardCommandOptions) => {
+    .option('--public-url <url>', 'the address people open it at behind a reverse proxy, such as https://ops.example.com/redeliver/')
+    .option('--allow-queue <name>', 'retry sends only to this queue; repeat for more (default: any existing work queue)', collect)
+    .action(async (target: string | undefined, opts: DashboardCommandOptions) => {
       const stop = new AbortController();
       const onSignal = () => stop.abort();
       process.once('SIGINT', onSignal);
@@ -44,16 +53,23 @@ export function registerDashboard(program: Command): void {
  * when `signal` aborts.
  */
 export async function serveDashboard(
-  target: string,
+  target: string | undefined,
   opts: DashboardCommandOptions,
-  io: { out: NodeJS.WritableStream; signal: AbortSignal; env: NodeJS.ProcessEnv; onReady?: (url: string) => void },
+  io: {
+    out: NodeJS.WritableStream;
+    signal: AbortSignal;
+    env: NodeJS.ProcessEnv;
+    onReady?: (url: string) => void;
+    /** Opens the target. Default {@link openTransport}. */
+    openTransport?: (target: string) => Promise<Transport>;
+  },
 ): Promise<void> {
   const token = opts.token ?? (io.env['REDELIVER_DASHBOARD_TOKEN'] || undefined);
   // Refuse an unsafe address before touching the store.
   if (!isLoopbackHost(opts.host) && token === undefined) {
     throw new UsageError(`refusing to listen on ${opts.host} without a token: pass --token (or set REDELIVER_DASHBOARD_TOKEN), or listen on 127.0.0.1`);
   }
-  const transport = await openTransport(target);
+  const transport = await (io.openTransport ?? openTransport)(resolveTarget(target, io.env));
   try {
     let dashboard;
     try {
@@ -63,13 +79,16 @@ export async function serveDashboard(
         host: opts.host,
         port: opts.port,
         ...(token === undefined ? {} : { token }),
+        ...(opts.publicUrl === undefined ? {} : { publicUrl: opts.publicUrl }),
+        ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
       });
     } catch (error) {
       if (error instanceof DashboardOptionError) throw new UsageError(error.message);
       throw error;
     }
-    const open = token === undefined ? dashboard.url : `${dashboard.url}?token=${encodeURIComponent(token)}`;
-    io.out.write(`redeliver dashboard for ${target} at ${open}\n(Ctrl-C to stop)\n`);
+    const open = token === undefined ? dashboard.publicUrl : `${dashboard.publicUrl}?token=${encodeURIComponent(token)}`;
+    const behind = dashboard.publicUrl === dashboard.url ? '' : ` (listening on ${dashboard.url})`;
+    io.out.write(`redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))} at ${open}${behind}\n(Ctrl-C to stop)\n`);
     io.onReady?.(dashboard.url);
     if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
     await dashboard.close();
@@ -84,6 +103,4 @@ function port(value: string): number {
   return n;
 }
 
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, value];
-}
+

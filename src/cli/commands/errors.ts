@@ -11,7 +11,8 @@ import { indent, multiLine, oneLine, plural, previewBody, shortTime, table, trun
 import { UsageError } from '../open-transport.js';
 import { InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
-import { interruption, queueName, TARGET_HELP, withTransport, write } from '../session.js';
+import { isSendBackRefused } from '../../operations/send-back-destination.js';
+import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
 interface QueueOptions {
@@ -32,6 +33,8 @@ interface SelectOptions extends QueueOptions {
 
 interface RetryOptions extends SelectOptions {
   to?: string;
+  /** The only queues messages may be sent to. Default: any existing work queue. */
+  allowQueue?: string[];
 }
 
 interface DeleteOptions extends SelectOptions {
@@ -62,10 +65,10 @@ export function registerErrors(program: Command): void {
     errors
       .command('list')
       .description('group the messages of an error queue by failure signature, largest group first')
-      .argument('<target>', TARGET_HELP),
+      .argument('[target]', OPTIONAL_TARGET_HELP),
   )
     .option('--json', 'print JSON for scripts')
-    .action(async (target: string, opts: QueueOptions, command: Command) => {
+    .action(async (target: string | undefined, opts: QueueOptions, command: Command) => {
       await withErrorQueue(command, target, (ops, _transport, io) => listErrors(ops, target, opts, io));
     });
 
@@ -97,10 +100,16 @@ export function registerErrors(program: Command): void {
     .option('--group <signature>', 'every message with this failure signature')
     .option('--all', 'every message in the error queue')
     .option('--to <queue>', 'send to this queue instead of the one each message failed on', queueName)
+    .option('--allow-queue <queue>', 'send only to this queue; repeat for more (default: any existing work queue)', (value: string, previous: string[] | undefined) =>
+      collect(queueName(value), previous),
+    )
     .option('--json', 'print the summary as JSON')
     .action(async (target: string, key: string | undefined, opts: RetryOptions, command: Command) => {
       const selection = selectionOf(key, opts);
       if (opts.to !== undefined && opts.to === opts.errorQueue) throw new UsageError(`--to ${opts.to} is the error queue itself; name a work queue`);
+      if (opts.to !== undefined && opts.allowQueue !== undefined && !opts.allowQueue.includes(opts.to)) {
+        throw new UsageError(`--to ${opts.to} is not one of the --allow-queue queues`);
+      }
       await withErrorQueue(command, target, (ops, transport, io) => retryErrors(ops, transport, selection, opts, io));
     });
 
@@ -128,17 +137,17 @@ export function registerErrors(program: Command): void {
     errors
       .command('export')
       .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
-      .argument('<target>', TARGET_HELP),
+      .argument('[target]', OPTIONAL_TARGET_HELP),
   )
     .option('--out <file>', 'write to this file instead of stdout')
-    .action(async (target: string, opts: ExportOptions, command: Command) => {
+    .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
       await withErrorQueue(command, target, (ops, _transport, io) => exportErrors(ops, opts, io));
     });
 }
 
 async function withErrorQueue(
   command: Command,
-  target: string,
+  target: string | undefined,
   fn: (ops: ErrorQueueOperations, transport: Transport, io: CliIo) => Promise<void>,
 ): Promise<void> {
   await withTransport(command, target, async (transport, io) => {
@@ -158,7 +167,7 @@ function selectionOf(key: string | undefined, opts: SelectOptions): Selection {
 
 // ---------------------------------------------------------------- list
 
-async function listErrors(ops: ErrorQueueOperations, target: string, opts: QueueOptions, io: CliIo): Promise<void> {
+async function listErrors(ops: ErrorQueueOperations, target: string | undefined, opts: QueueOptions, io: CliIo): Promise<void> {
   const progress = new ProgressBar(io.stderr, 'reading', await ops.count(opts.errorQueue));
   const { scanned, groups } = await scanGroups(ops, opts.errorQueue, (n) => progress.tick(n));
   progress.finish();
@@ -191,7 +200,8 @@ async function listErrors(ops: ErrorQueueOperations, target: string, opts: Queue
     const frame = g.signature.topFrame === '' ? '' : ` · ${truncate(oneLine(g.signature.topFrame), 100)}`;
     lines.push(`  oldest key ${truncate(oneLine(g.keys[0] ?? '-'), 40)}${frame}`);
   });
-  lines.push('', `show one:      redeliver errors show ${target} <key>`, `retry a group: redeliver errors retry ${target} --group <signature>`);
+  const shown = oneLine(shownTarget(target));
+  lines.push('', `show one:      redeliver errors show ${shown} <key>`, `retry a group: redeliver errors retry ${shown} --group <signature>`);
   await write(io.stdout, `${lines.join('\n')}\n`);
 }
 
@@ -283,6 +293,10 @@ interface Outcome {
   alreadyGone: number;
   /** Entries not reached because the operation stopped. */
   notAttempted: number;
+  /** Entries left in the error queue because their destination was refused (missing, an error queue, not allowed). */
+  refused: number;
+  /** Why the first refused entry was refused. */
+  firstRefusal?: string;
   /** Entries sent back, by destination queue. */
   queues: Record<string, number>;
   interrupted: boolean;
@@ -331,7 +345,7 @@ async function eachKey(
   signal: AbortSignal,
   step: (key: string) => Promise<string | undefined>,
 ): Promise<Outcome> {
-  const outcome: Outcome = { done: 0, alreadyGone: 0, notAttempted: 0, queues: {}, interrupted: false };
+  const outcome: Outcome = { done: 0, alreadyGone: 0, notAttempted: 0, refused: 0, queues: {}, interrupted: false };
   const progress = new ProgressBar(io.stderr, label, keys.length);
   try {
     for (let i = 0; i < keys.length; i++) {
@@ -345,6 +359,13 @@ async function eachKey(
       try {
         result = await step(key);
       } catch (error) {
+        if (isSendBackRefused(error)) {
+          // This entry's destination is refused; the others may be fine.
+          outcome.refused++;
+          outcome.firstRefusal ??= error.message;
+          progress.tick();
+          continue;
+        }
         outcome.notAttempted = keys.length - i;
         outcome.failed = { key, error: error instanceof Error ? error.message : String(error) };
         break;
@@ -371,7 +392,8 @@ async function retryErrors(ops: ErrorQueueOperations, transport: Transport, sele
   let outcome: Outcome;
   try {
     const keys = await keysOf(ops, transport, selection, opts.errorQueue, io, signal);
-    outcome = await eachKey(keys, 'sending back', io, signal, (key) => ops.sendBack(opts.errorQueue, key, opts.to === undefined ? {} : { queue: opts.to }));
+    const options = { ...(opts.to === undefined ? {} : { queue: opts.to }), ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }) };
+    outcome = await eachKey(keys, 'sending back', io, signal, (key) => ops.sendBack(opts.errorQueue, key, options));
   } finally {
     dispose();
   }
@@ -379,8 +401,8 @@ async function retryErrors(ops: ErrorQueueOperations, transport: Transport, sele
     .map(([queue, n]) => `${oneLine(queue)}: ${n}`)
     .join(', ');
   await report(outcome, io, opts.json, {
-    json: { sentBack: outcome.done, alreadyGone: outcome.alreadyGone, notAttempted: outcome.notAttempted, queues: outcome.queues, interrupted: outcome.interrupted, ...(outcome.failed ? { failed: outcome.failed } : {}) },
-    human: `sent back ${outcome.done}${queues === '' ? '' : ` (${queues})`}, already gone ${outcome.alreadyGone}`,
+    json: { sentBack: outcome.done, alreadyGone: outcome.alreadyGone, refused: outcome.refused, notAttempted: outcome.notAttempted, queues: outcome.queues, interrupted: outcome.interrupted, ...(outcome.failed ? { failed: outcome.failed } : {}) },
+    human: `sent back ${outcome.done}${queues === '' ? '' : ` (${queues})`}, already gone ${outcome.alreadyGone}${outcome.refused === 0 ? '' : `, refused ${outcome.refused}`}`,
     verb: 'send back',
   });
 }
@@ -389,7 +411,7 @@ async function deleteErrors(ops: ErrorQueueOperations, transport: Transport, sel
   if (selection.kind === 'all') {
     // One operation on the store: everything in the queue at that moment goes.
     const deleted = await ops.purge(opts.errorQueue);
-    const outcome: Outcome = { done: deleted, alreadyGone: 0, notAttempted: 0, queues: {}, interrupted: false };
+    const outcome: Outcome = { done: deleted, alreadyGone: 0, notAttempted: 0, refused: 0, queues: {}, interrupted: false };
     await report(outcome, io, opts.json, { json: { deleted, alreadyGone: 0, notAttempted: 0, interrupted: false }, human: `deleted ${deleted}`, verb: 'delete' });
     return;
   }
@@ -420,6 +442,9 @@ async function report(outcome: Outcome, io: CliIo, json: boolean | undefined, te
     );
   }
   if (outcome.interrupted) throw new InterruptedError(`interrupted; run the same command again to continue`);
+  if (outcome.firstRefusal !== undefined) {
+    throw new Error(`${plural(outcome.refused, 'entry was', 'entries were')} refused and stay in the error queue; the first: ${oneLine(outcome.firstRefusal)}`);
+  }
 }
 
 // ---------------------------------------------------------------- export

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import type { QueueDepth } from '../../transport/inspection.js';
 import { oneLine, table } from '../format.js';
-import { UsageError } from '../open-transport.js';
-import { queueName, TARGET_HELP, withTransport, write } from '../session.js';
+import { redactCredentials } from '../../util/redact.js';
+import { resolveTarget, UsageError } from '../open-transport.js';
+import { OPTIONAL_TARGET_HELP, queueName, withTransport, write } from '../session.js';
 
 interface StatsOptions {
   /** Default: every queue the transport knows. */
@@ -12,18 +13,18 @@ interface StatsOptions {
 
 const KIND_ORDER: Record<QueueDepth['kind'], number> = { work: 0, retry: 1, error: 2 };
 
-/** `redeliver stats <target>`: how many messages wait in each queue. */
+/** `redeliver stats [target]`: how many messages wait in each queue. */
 export function registerStats(program: Command): void {
   program
     .command('stats')
     .description('show how many messages each queue holds: ready, waiting for a delayed retry, and in flight')
-    .argument('<target>', TARGET_HELP)
+    .argument('[target]', OPTIONAL_TARGET_HELP)
     .option('--queue <names...>', 'only these queues (default: every queue the transport knows)', (value: string, previous: string[] | undefined) => [
       ...(previous ?? []),
       queueName(value),
     ])
     .option('--json', 'print JSON for scripts')
-    .action(async (target: string, opts: StatsOptions, command: Command) => {
+    .action(async (target: string | undefined, opts: StatsOptions, command: Command) => {
       await withTransport(command, target, async (transport, io) => {
         if (!transport.inspection) throw new UsageError(`the ${transport.name} transport cannot read queue depths yet (no queue inspection)`);
         const depths = await transport.inspection.queueDepths(opts.queue);
@@ -34,7 +35,7 @@ export function registerStats(program: Command): void {
           return;
         }
         if (sorted.length === 0) {
-          await write(io.stdout, `no queues in ${oneLine(target)}\n`);
+          await write(io.stdout, `no queues in ${oneLine(redactCredentials(resolveTarget(target, io.env ?? process.env)))}\n`);
           return;
         }
         const rows = sorted.map((d) => [d.queue, d.kind, String(d.ready), String(d.delayed), String(d.inFlight)]);

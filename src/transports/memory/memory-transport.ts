@@ -13,6 +13,7 @@ import { MinHeap } from '../../util/min-heap.js';
 import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
 
 /** Options of {@link MemoryTransport}. */
 export interface MemoryTransportOptions {
@@ -39,6 +40,8 @@ interface DelayedMessage {
 /** A settlement was asked of a delivery that is already settled. */
 export class AlreadySettledError extends Error {
   override readonly name = 'AlreadySettledError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
 }
 
 /**
@@ -73,36 +76,42 @@ export class MemoryTransport implements Transport {
     return this.#delayed.size;
   }
 
-  /** Browse, replay and delete what waits in an error queue. */
+  /**
+   * Browse, replay and delete what waits in an error queue. A send-back goes
+   * only to a queue that exists: one this transport has sent to or consumed.
+   */
   readonly errorQueue: ErrorQueueOperations = {
-    count: async (queue) => this.#readyQueue(queue).length,
+    count: async (queue) => this.#existing(queue).length,
     browse: async (queue, { offset = 0, limit = 100 } = {}) =>
-      this.#readyQueue(queue)
+      this.#existing(queue)
         .slice(offset, offset + limit)
         .map((m) => this.#entry(queue, m)),
     get: async (queue, key) => {
-      const found = this.#readyQueue(queue).find((m) => m.key === key);
+      const found = this.#existing(queue).find((m) => m.key === key);
       return found && this.#entry(queue, found);
     },
     sendBack: async (queue, key, options = {}) => {
-      const list = this.#readyQueue(queue);
+      const list = this.#existing(queue);
       const index = list.findIndex((m) => m.key === key);
       if (index < 0) return undefined;
       const message = list[index]!;
       const target = options.queue ?? failureQueueOf(message.headers);
       if (!target) throw new Error(`message ${message.id} does not say which queue it failed on; name the queue to send it to`);
+      checkDestinationAllowed(target, queue, message.id, options.allowedQueues);
+      if (this.#errorQueues.has(target)) throw new SendBackRefusedError(target, 'error-queue', message.id);
+      if (!this.#ready.has(target) && !this.#subscriptions.has(target)) throw new SendBackRefusedError(target, 'missing', message.id);
       list.splice(index, 1);
       this.#enqueue(target, { id: message.id, body: message.body, headers: replayHeaders(message.headers, new Date(this.#clock.now())), deliveries: 0 });
       return target;
     },
     delete: async (queue, key) => {
-      const list = this.#readyQueue(queue);
+      const list = this.#existing(queue);
       const index = list.findIndex((m) => m.key === key);
       if (index >= 0) list.splice(index, 1);
       return index >= 0;
     },
     purge: async (queue) => {
-      const list = this.#readyQueue(queue);
+      const list = this.#existing(queue);
       const count = list.length;
       list.length = 0;
       return count;
@@ -209,6 +218,11 @@ export class MemoryTransport implements Transport {
     message.key ??= String(++this.#seq);
     this.#readyQueue(queue).push(message);
     queueMicrotask(() => this.dispatch(queue));
+  }
+
+  /** The ready messages of `queue`, without making the queue exist. */
+  #existing(queue: string): StoredMessage[] {
+    return this.#ready.get(queue) ?? [];
   }
 
   #readyQueue(queue: string): StoredMessage[] {

@@ -106,3 +106,69 @@ export function deliveryLimitWarning(budget: RetryBudget, deliveryLimit: number 
     `over ${budget.delayedRetries + 1} copies, ${expectedDeliveries} broker ${expectedDeliveries === 1 ? 'delivery' : 'deliveries'} per copy)`
   );
 }
+
+/**
+ * The delivery limit RabbitMQ 4.0 and later give a quorum queue declared
+ * without `x-delivery-limit` (3.x gives none). Source: the RabbitMQ 4.0
+ * release notes, "quorum queues now have a default delivery limit of 20".
+ */
+export const QUORUM_DEFAULT_DELIVERY_LIMIT_4X = 20;
+
+/** The major version in the broker's `version` server property (`'3.10.8'` → 3), or undefined when it cannot be read. */
+export function brokerMajorVersion(version: unknown): number | undefined {
+  const text = typeof version === 'string' ? version : Buffer.isBuffer(version) ? version.toString('utf8') : undefined;
+  const match = text === undefined ? null : /^\s*(\d+)\./.exec(text);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * The `x-delivery-limit` to declare on an error queue, so that no read of
+ * it (a browse gives every message back, and a quorum queue counts that as a
+ * delivery) can ever make the broker drop an entry: `-1` (no limit) for a
+ * quorum queue on RabbitMQ 4 and later, whose default is
+ * {@link QUORUM_DEFAULT_DELIVERY_LIMIT_4X}; none otherwise. RabbitMQ 3.x has
+ * no default, and there `-1` is a limit below any count: a quorum queue
+ * declared with it drops a message the first time it is given back (checked
+ * on 3.10), so it is never declared on a broker whose version is unknown.
+ * @param queueType the error queue's type (required).
+ * @param brokerMajor the broker's major version, undefined when unknown (required).
+ */
+export function errorQueueDeliveryLimit(queueType: 'classic' | 'quorum', brokerMajor: number | undefined): number | undefined {
+  return queueType === 'quorum' && brokerMajor !== undefined && brokerMajor >= 4 ? -1 : undefined;
+}
+
+/**
+ * The delivery limit that applies to a queue, from its declared
+ * `x-delivery-limit`: undefined for none. A quorum queue declared without
+ * one has {@link QUORUM_DEFAULT_DELIVERY_LIMIT_4X} on RabbitMQ 4 and later;
+ * there a negative limit means none.
+ * @param queueType the queue's type, `unknown` when it could not be read (required).
+ * @param declared the queue's `x-delivery-limit`, undefined for none, `unknown` when it could not be read (required).
+ * @param brokerMajor the broker's major version, undefined when unknown (required).
+ */
+export function effectiveDeliveryLimit(
+  queueType: 'classic' | 'quorum' | 'unknown',
+  declared: number | undefined | 'unknown',
+  brokerMajor: number | undefined,
+): number | undefined | 'unknown' {
+  if (queueType === 'classic') return undefined;
+  const modern = brokerMajor !== undefined && brokerMajor >= 4;
+  if (declared === undefined) return queueType === 'quorum' && modern ? QUORUM_DEFAULT_DELIVERY_LIMIT_4X : undefined;
+  if (declared === 'unknown') return 'unknown';
+  return modern && declared < 0 ? undefined : declared;
+}
+
+/**
+ * A warning for an error queue that has a delivery limit, or undefined when
+ * it has none: every read of an error queue by the CLI or the dashboard
+ * gives the messages back, which a quorum queue counts as a delivery, so
+ * browsing alone makes the broker drop entries once they reach the limit.
+ */
+export function errorQueueLimitWarning(queue: string, deliveryLimit: number | undefined | 'unknown'): string | undefined {
+  if (deliveryLimit === undefined || deliveryLimit === 'unknown') return undefined;
+  return (
+    `error queue '${queue}' has a delivery limit of ${deliveryLimit}: every browse of it (CLI, dashboard) gives its messages back, ` +
+    'which the broker counts as a delivery, so entries that are browsed often enough will be dropped; ' +
+    'redeclare it without x-delivery-limit (RabbitMQ 4: with x-delivery-limit -1), or use a classic error queue'
+  );
+}

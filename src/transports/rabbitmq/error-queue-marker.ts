@@ -11,14 +11,16 @@
  *
  * Marking is best effort and off the settlement path: it starts once the
  * copy is confirmed (so the queue exists) and runs in the background, so the
- * ack of the original is not delayed. When it fails (no `configure`
- * permission on the name, a broker that does not answer), a warning is
- * logged once per queue and connection; the queue is then shown as a work
- * queue by other processes. `close()` of the transport waits for marks
- * under way.
+ * ack of the original is not delayed. It is done once per declaration of
+ * the queue: an error queue deleted and declared again is marked again. When
+ * it fails (no `configure` permission on the name, a broker that does not
+ * answer), a warning is logged once per declaration; the queue is then shown
+ * as a work queue by other processes. `close()` of the transport waits for
+ * marks under way.
  */
 import { createHash } from 'node:crypto';
 import type { ConnectionManager, Session } from './connection.js';
+import type { QueueDeclarations, QueueInfo } from './declarations.js';
 import type { ResolvedOptions } from './options.js';
 import { ReplyGuard, type PassiveChannel } from './queue-access.js';
 
@@ -33,13 +35,14 @@ export function errorQueueMarkerName(prefix: string, queue: string): string {
 export class ErrorQueueMarkers {
   /** Error queues this transport dead-lettered into. */
   readonly #known = new Set<string>();
-  /** Queues marked (or attempted) per connection: each is marked once per connection. */
-  readonly #marked = new WeakMap<Session, Set<string>>();
+  /** The declarations of queues marked (or attempted): each is marked once per declaration. */
+  readonly #marked = new WeakSet<Promise<QueueInfo>>();
   /** Marks under way. */
   readonly #pending = new Set<Promise<void>>();
 
   constructor(
     private readonly connection: ConnectionManager,
+    private readonly declarations: QueueDeclarations,
     private readonly options: ResolvedOptions,
   ) {}
 
@@ -54,18 +57,17 @@ export class ErrorQueueMarkers {
   }
 
   /**
-   * Notes that a copy to `queue` was confirmed, and marks the queue on the
-   * current connection unless that was done already. Returns at once; the
+   * Notes that a copy to `queue` was confirmed, and marks the queue unless
+   * that was done for its current declaration already. Returns at once; the
    * mark is declared in the background and never fails the caller.
    */
   confirmedCopyTo(queue: string): void {
     this.#known.add(queue);
     const session = this.connection.session;
-    if (!session) return; // marked after the next copy, on the next connection
-    let marked = this.#marked.get(session);
-    if (!marked) this.#marked.set(session, (marked = new Set()));
-    if (marked.has(queue)) return;
-    marked.add(queue);
+    const declaration = session && this.declarations.current(session, queue);
+    // Without a connection or a declaration (forgotten meanwhile), it is marked after the next copy.
+    if (!session || !declaration || this.#marked.has(declaration)) return;
+    this.#marked.add(declaration);
     const pending = this.#declare(session, queue);
     this.#pending.add(pending);
     void pending.finally(() => this.#pending.delete(pending));

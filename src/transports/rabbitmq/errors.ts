@@ -111,6 +111,34 @@ export class PublishChannelClosedError extends Error {
   }
 }
 
+/**
+ * The broker returned a publish (`basic.return`): it was `mandatory` and no
+ * queue took it, so it was **not stored**, although the broker then confirms
+ * it. The queue it was meant for (or, for a delayed copy, the delay level it
+ * enters by) was deleted after this transport declared it. The transport has
+ * already forgotten that declaration, so the next publish declares the queue
+ * again: a `Producer` retries it at once (transient), and a settlement whose
+ * copy was returned leaves the original unsettled.
+ */
+export class PublishReturnedError extends Error {
+  override readonly name: string = 'PublishReturnedError';
+  constructor(
+    /** What was being published, for the message. */
+    readonly operation: string,
+    /** The queue the message was meant for. */
+    readonly queue: string,
+    /** The broker's reply code, `312` NO_ROUTE. */
+    readonly replyCode: number,
+    /** The broker's reply text, such as `NO_ROUTE`. */
+    readonly replyText: string,
+  ) {
+    super(
+      `rabbitmq: ${operation} was returned by the broker (${replyCode} ${replyText}): no queue took it, so it was not stored; ` +
+        `'${queue}' (or the delay level it goes through) was deleted, and the next attempt declares it again`,
+    );
+  }
+}
+
 /** A message larger than the transport's `maxMessageBytes` or the broker's `max_message_size`. Never retried. */
 export class MessageTooLargeError extends FatalSendError {
   override readonly name: string = 'MessageTooLargeError';
@@ -156,6 +184,8 @@ export class ReconnectFailedError extends Error {
  */
 export class StaleDeliveryError extends Error {
   override readonly name: string = 'StaleDeliveryError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
   }
@@ -164,6 +194,8 @@ export class StaleDeliveryError extends Error {
 /** A second settlement of a delivery that is already settled (or being settled). */
 export class AlreadySettledError extends Error {
   override readonly name: string = 'AlreadySettledError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(id: string, queue: string) {
     super(`rabbitmq: delivery of message ${JSON.stringify(id)} from ${JSON.stringify(queue)} is already settled`);
   }
@@ -172,6 +204,8 @@ export class AlreadySettledError extends Error {
 /** An operation on a transport that was closed with `close()`. */
 export class TransportClosedError extends Error {
   override readonly name: string = 'TransportClosedError';
+  /** The delivery can no longer be settled; the broker delivers the message again (see `isDeliveryGone`). */
+  readonly deliveryGone = true as const;
   constructor(operation: string) {
     super(`rabbitmq: cannot ${operation}: the transport is closed`);
   }

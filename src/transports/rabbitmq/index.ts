@@ -27,6 +27,7 @@ export {
   PublishNackedError,
   PublishBlockedError,
   PublishChannelClosedError,
+  PublishReturnedError,
   MessageTooLargeError,
   QueueNotFoundError,
   ReconnectFailedError,
@@ -40,5 +41,5 @@ export {
   type RetryBudget,
   type DeliveryLimitCheck,
 } from './delivery-limit.js';
-export { DELAY_LEVELS, MAX_DELAY_MS, delayLevels, delayRoutingKey, type QueueType, type DelayTopologyNames } from './topology.js';
+export { DELAY_LEVELS, MAX_DELAY_MS, delayLevels, delayRoutingKey, type QueueType, type DelayLevelType, type DelayTopologyNames } from './topology.js';
 export { HEADER_LIMITS, BROKER_HEADERS } from './wire-headers.js';

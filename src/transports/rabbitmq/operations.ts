@@ -27,16 +27,18 @@
  */
 import type { GetMessage } from 'amqplib';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import { checkDestinationAllowed, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
 import type { ConnectionManager, Session } from './connection.js';
+import type { QueueDeclarations } from './declarations.js';
 import type { ErrorQueueMarkers } from './error-queue-marker.js';
 import { derivedEntryKey, entryIdOf, hasEntryKey, messageIdOf } from './entry-key.js';
 import { TransportClosedError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
 import { keptProperties, type Publisher } from './publisher.js';
 import { BrokerStallError, checkQueueName, PassiveChannel, QueueReader } from './queue-access.js';
-import { DELAY_LEVELS } from './topology.js';
+import { delayTopologyNames, levelQueues } from './topology.js';
 import { decodeHeaders } from './wire-headers.js';
 
 /** The most entries one `browse` call returns on RabbitMQ; a larger `limit` returns this many. */
@@ -60,6 +62,7 @@ export interface RabbitMqOperationsOptions {
 /** What the operations need from their transport. */
 export interface OperationsContext {
   readonly connection: ConnectionManager;
+  readonly declarations: QueueDeclarations;
   readonly publisher: Publisher;
   readonly options: ResolvedOptions;
   readonly markers: ErrorQueueMarkers;
@@ -178,8 +181,11 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    * Resolves the queue the copy went to, or undefined when no entry has the
    * key (sent back or deleted already, or held at that moment by a consumer
    * or another process's operation). Throws when the entry names no queue
-   * and `options.queue` is not given, or when the destination is an error
-   * queue.
+   * and `options.queue` is not given. Rejects with a `SendBackRefusedError`,
+   * giving the entry back, when the destination does not exist (checked
+   * with a passive declaration on a channel of its own: a send-back never
+   * declares a queue), is an error queue, or is not in
+   * `options.allowedQueues`.
    */
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     checkQueueName(errorQueue);
@@ -194,9 +200,13 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         const destination = options.queue ?? failureQueueOf(headers);
         if (destination === undefined) throw new Error(`message ${id} does not say which queue it failed on; name the queue to send it to`);
         checkQueueName(destination);
-        if (destination === errorQueue || (await this.#onPassive(session, (p) => this.#context.markers.isErrorQueue(p, destination)))) {
-          throw new Error(`${destination} is an error queue; send the message to a work queue`);
-        }
+        checkDestinationAllowed(destination, errorQueue, id, options.allowedQueues);
+        // Passive checks only: the destination may come from a header anyone could write, and a send-back never creates a queue.
+        const refusal = await this.#onPassive(session, async (p): Promise<SendBackRefusal | undefined> => {
+          if ((await p.queue(destination)) === undefined) return 'missing';
+          return (await this.#context.markers.isErrorQueue(p, destination)) ? 'error-queue' : undefined;
+        });
+        if (refusal) throw new SendBackRefusedError(destination, refusal, id);
         const { publisher, options: transportOptions } = this.#context;
         await publisher.publishCopy(
           destination,
@@ -252,12 +262,15 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    * Depths read with a passive declaration of each queue. Without `queues`:
    * every queue this transport has declared (sent to, consumed, retried to
    * or dead-lettered into) that still exists, then the delay-level queues of
-   * its topology prefix that exist. AMQP cannot list a broker's queues, so
-   * queues this transport never used must be named.
+   * its topology prefix that exist, quorum and classic levels both (after a
+   * switch of `delayLevels` the other kind still drains), then the quorum
+   * levels' unroutable queue if it exists. AMQP cannot list a broker's
+   * queues, so queues this transport never used must be named.
    *
    * - `kind`: `retry` for a delay-level queue; `error` for a queue this
-   *   transport dead-lettered into or that carries the error-queue marker
-   *   (see `errorQueueMarkerName`); `work` otherwise.
+   *   transport dead-lettered into, that carries the error-queue marker
+   *   (see `errorQueueMarkerName`), or the unroutable queue of the quorum
+   *   levels (delayed retries whose work queue was gone); `work` otherwise.
    * - `ready`: the queue's ready messages (`message_count`). For a
    *   delay-level queue it is 0 and its messages count as `delayed`.
    * - `delayed`: on a delay-level queue, the messages waiting in it. A
@@ -272,15 +285,18 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    */
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
     if (queues !== undefined) for (const queue of queues) checkQueueName(queue);
-    const { connection, markers } = this.#context;
-    const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => connection.names.level(n));
+    const { connection, declarations, markers } = this.#context;
+    const quorum = delayTopologyNames(this.#context.options.topologyPrefix, 'quorum');
+    const levels = [...levelQueues(quorum), ...levelQueues(delayTopologyNames(this.#context.options.topologyPrefix, 'classic'))];
     const levelSet = new Set(levels);
+    const unroutable = quorum.unroutable!;
     return this.#passive('read queue depths', async (passive) => {
       /** The depth of `queue`; for a queue that does not exist zeros, or undefined when `existingOnly`. */
       const depth = async (queue: string, existingOnly: boolean): Promise<QueueDepth | undefined> => {
         const found = await passive.queue(queue);
         if (!found && existingOnly) return undefined;
         if (levelSet.has(queue)) return { queue, kind: 'retry', ready: 0, delayed: found?.messageCount ?? 0, inFlight: 0 };
+        if (queue === unroutable) return { queue, kind: 'error', ready: found?.messageCount ?? 0, delayed: 0, inFlight: 0 };
         if (!found) return { queue, kind: markers.known.has(queue) ? 'error' : 'work', ready: 0, delayed: 0, inFlight: 0 };
         const kind = (await markers.isErrorQueue(passive, queue)) ? 'error' : 'work';
         return { queue, kind, ready: found.messageCount, delayed: 0, inFlight: 0 };
@@ -290,8 +306,8 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         for (const queue of queues) out.push((await depth(queue, false))!);
         return out;
       }
-      const used = [...new Set([...connection.declaredQueues, ...markers.known])].filter((q) => !levelSet.has(q)).sort();
-      for (const queue of [...used, ...levels]) {
+      const used = [...new Set([...declarations.declaredQueues, ...markers.known])].filter((q) => !levelSet.has(q) && q !== unroutable).sort();
+      for (const queue of [...used, ...levels, unroutable]) {
         const row = await depth(queue, true);
         if (row) out.push(row);
       }

@@ -4,7 +4,7 @@ import type { Logger } from '../../logger.js';
 import type { ConsumeOptions } from '../../transport/types.js';
 import { systemClock, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
-import type { QueueType } from './topology.js';
+import type { DelayLevelType, QueueType } from './topology.js';
 
 /** Options of a {@link RabbitMqTransport}; every field is optional. */
 export interface RabbitMqTransportOptions {
@@ -29,15 +29,30 @@ export interface RabbitMqTransportOptions {
    * The type of the work and error queues this transport declares:
    * `'classic'` or `'quorum'` (`x-queue-type: quorum`, which also makes
    * `Delivery.deliveryCount` the broker's own count). Every endpoint sharing
-   * a queue must use the same type. The delay levels are always classic
-   * queues. Default `'classic'`.
+   * a queue must use the same type. The delay levels have their own option,
+   * `delayLevels`. Default `'classic'`.
    */
   readonly queueType?: QueueType;
   /**
-   * For quorum queues: the `x-delivery-limit` declared on work and error
-   * queues. The broker drops (or dead-letters) a message returned more than
-   * this many times; see `deliveryLimitWarning`. Ignored for classic queues.
-   * Default none: no limit is declared.
+   * The kind of delay levels that hold delayed retries. `'quorum'`: quorum
+   * queues `<prefix>.delay-quorum.NN` whose hops from level to level (and
+   * back to the work queue) are dead-lettered at least once, so a broker
+   * crash loses no waiting retry, and a copy returning to a full bounded
+   * work queue waits for room instead of being dropped. `'classic'`: the
+   * classic queues `<prefix>.delay.NN`, dead-lettered at most once, cheaper
+   * on a single node but a crash can lose retries in transit. Endpoints may
+   * mix them: each level set returns copies to the same work queues. See
+   * docs/rabbitmq.md, "Delayed retries". Default `'quorum'`.
+   */
+  readonly delayLevels?: DelayLevelType;
+  /**
+   * For quorum queues: the `x-delivery-limit` declared on work queues. The
+   * broker drops (or dead-letters) a message returned more than this many
+   * times; see `deliveryLimitWarning`. Never declared on error queues, which
+   * every browse counts a delivery against: those get no limit (`-1` on
+   * RabbitMQ 4 and later, whose default for quorum queues is 20). Ignored for
+   * classic queues. Default none: no limit is declared (RabbitMQ 4 then
+   * applies its default of 20).
    */
   readonly deliveryLimit?: number;
   /**
@@ -52,9 +67,9 @@ export interface RabbitMqTransportOptions {
   readonly logger?: Logger;
   /**
    * Prefix of the shared delay topology: exchanges and queues
-   * `<prefix>.delay.00` to `<prefix>.delay.27` and the exchange
-   * `<prefix>.delay.deliver`. Endpoints that share work queues must share
-   * the prefix. Default `'redeliver'`.
+   * `<prefix>.delay-quorum.00` to `.27` (or `<prefix>.delay.00` to `.27` with
+   * classic `delayLevels`) and their deliver exchange. Endpoints that share
+   * work queues must share the prefix. Default `'redeliver'`.
    */
   readonly topologyPrefix?: string;
   /** The connection name shown by the management UI and `rabbitmqctl list_connections`. Default `'redeliver'`. */
@@ -68,10 +83,9 @@ export interface RabbitMqTransportOptions {
    * a `PublishNackedError`, a `ThrottledError`: a `Producer` backs off until
    * consumers catch up, instead of the queue growing without bound.
    *
-   * Caution: a delayed retry returning from the delay levels to a full queue
-   * is dropped by the broker (dead-lettering is not confirmed), so leave
-   * headroom for retries or do not combine a bound with delayed retries.
-   * Every endpoint declaring the queue must use the same value; a queue that
+   * A delayed retry returning from quorum delay levels to a full queue waits
+   * in its level until the broker retries the hop (every 180 s by default)
+   * and finds room; from classic levels it is dropped. Every endpoint declaring the queue must use the same value; a queue that
    * exists without it is used as it is (a warning is logged). Default none:
    * unbounded.
    */
@@ -89,9 +103,9 @@ export interface RabbitMqTransportOptions {
    * The largest body `send` accepts, in bytes; a larger one rejects at once
    * with a `MessageTooLargeError` (never retried) instead of reaching the
    * broker, which would close the publishing channel and fail every other
-   * publish in flight on it. Set it to the broker's `max_message_size`.
-   * Default 134 217 728 (128 MiB, RabbitMQ 3.x's default `max_message_size`;
-   * RabbitMQ 4.0 lowered its default to 16 MiB).
+   * publish in flight on it. Set it to the broker's `max_message_size`:
+   * at most 536 870 912 (512 MiB, the most a broker can be set to).
+   * Default 16 777 216 (16 MiB, RabbitMQ 4's default `max_message_size`).
    */
   readonly maxMessageBytes?: number;
   /**
@@ -129,6 +143,7 @@ export interface ResolvedOptions {
   readonly random: Random;
   readonly confirmTimeoutMs: number;
   readonly queueType: QueueType;
+  readonly delayLevels: DelayLevelType;
   readonly deliveryLimit: number | undefined;
   readonly reconnect: Backoff;
   readonly logger: Logger | undefined;
@@ -140,15 +155,22 @@ export interface ResolvedOptions {
   readonly faults: RabbitMqFaults;
 }
 
+/** The largest prefetch AMQP 0-9-1 can carry (`basic.qos` prefetch-count is 16 bits). */
+export const MAX_PREFETCH = 65_535;
+
+/** The largest `max_message_size` a RabbitMQ broker can be configured with: 512 MiB. */
+export const MAX_MESSAGE_BYTES = 536_870_912;
+
 /** The defaults of {@link RabbitMqTransportOptions}. */
 export const RABBITMQ_DEFAULTS = {
   url: 'amqp://guest:guest@127.0.0.1:5672',
   confirmTimeoutMs: 10_000,
   queueType: 'classic',
+  delayLevels: 'quorum',
   topologyPrefix: 'redeliver',
   connectionName: 'redeliver',
   declareQueues: true,
-  maxMessageBytes: 134_217_728,
+  maxMessageBytes: 16_777_216,
 } as const;
 
 /** Applies the defaults and checks every value, throwing a RangeError or TypeError naming the option. */
@@ -160,6 +182,10 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
   const queueType = options.queueType ?? RABBITMQ_DEFAULTS.queueType;
   if (queueType !== 'classic' && queueType !== 'quorum') {
     throw new RangeError(`RabbitMqTransport: queueType must be 'classic' or 'quorum', got ${String(queueType)}`);
+  }
+  const delayLevels = options.delayLevels ?? RABBITMQ_DEFAULTS.delayLevels;
+  if (delayLevels !== 'quorum' && delayLevels !== 'classic') {
+    throw new RangeError(`RabbitMqTransport: delayLevels must be 'quorum' or 'classic', got ${String(delayLevels)}`);
   }
   const deliveryLimit = options.deliveryLimit;
   if (deliveryLimit !== undefined && !(Number.isInteger(deliveryLimit) && deliveryLimit >= 0)) {
@@ -176,8 +202,8 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
   const declareQueues = options.declareQueues ?? RABBITMQ_DEFAULTS.declareQueues;
   if (typeof declareQueues !== 'boolean') throw new TypeError('RabbitMqTransport: declareQueues must be a boolean');
   const maxMessageBytes = options.maxMessageBytes ?? RABBITMQ_DEFAULTS.maxMessageBytes;
-  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 1)) {
-    throw new RangeError(`RabbitMqTransport: maxMessageBytes must be a whole number >= 1, got ${maxMessageBytes}`);
+  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes >= 1 && maxMessageBytes <= MAX_MESSAGE_BYTES)) {
+    throw new RangeError(`RabbitMqTransport: maxMessageBytes must be a whole number from 1 to ${MAX_MESSAGE_BYTES}, got ${maxMessageBytes}`);
   }
   const reconnect = options.reconnect ?? connectionBackoff();
   if (typeof reconnect !== 'function') throw new TypeError('RabbitMqTransport: reconnect must be a Backoff function');
@@ -187,6 +213,7 @@ export function resolveOptions(options: RabbitMqTransportOptions = {}): Resolved
     random: options.random ?? systemRandom,
     confirmTimeoutMs,
     queueType,
+    delayLevels,
     deliveryLimit: queueType === 'quorum' ? deliveryLimit : undefined,
     reconnect,
     logger: options.logger,

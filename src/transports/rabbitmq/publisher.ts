@@ -1,15 +1,16 @@
 /**
  * Every publish the transport makes: sends, delayed copies through the delay
- * levels, and error-queue copies. All go through the confirm channel and
- * resolve only once the broker has confirmed them.
+ * levels, and error-queue copies. All are `mandatory` and go through the
+ * confirm channel, and resolve only once a queue took them and the broker
+ * confirmed them.
  */
 import type { MessageProperties, Options } from 'amqplib';
 import type { Logger } from '../../logger.js';
 import type { Headers, OutgoingMessage } from '../../transport/types.js';
-import type { ConnectionManager } from './connection.js';
+import type { ConfirmedPublishing } from './confirmed-publishing.js';
 import { MessageTooLargeError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
-import { delayEntryExchange, delayRoutingKey, delayToLevelsMs, type QueueRole } from './topology.js';
+import { delayEntryExchange, delayRoutingKey, delayToLevelsMs, type DelayTopologyNames, type QueueRole } from './topology.js';
 import { encodeHeaders, INTERNAL_HEADERS, type OutgoingMode } from './wire-headers.js';
 
 /** The header table of a send without headers, shared: amqplib only reads it. */
@@ -60,7 +61,8 @@ export interface CopyRequest {
 
 export class Publisher {
   constructor(
-    private readonly connection: ConnectionManager,
+    private readonly publishing: ConfirmedPublishing,
+    private readonly names: DelayTopologyNames,
     private readonly options: ResolvedOptions,
   ) {}
 
@@ -73,8 +75,10 @@ export class Publisher {
   }
 
   /**
-   * Puts a message on `queue` (declared on first use); resolves once
-   * confirmed. Bad input (an id, body or header the transport cannot carry)
+   * Puts a message on `queue` (declared on first use); resolves once the
+   * queue took it and the broker confirmed it. A message no queue took (the
+   * queue was deleted) rejects with a `PublishReturnedError`, and the next
+   * send declares the queue again. Bad input (an id, body or header the transport cannot carry)
    * throws a TypeError or RangeError, and a body over `maxMessageBytes` a
    * {@link MessageTooLargeError}, before anything is published.
    */
@@ -84,11 +88,16 @@ export class Publisher {
     if (content.length > this.options.maxMessageBytes) throw new MessageTooLargeError(content.length, this.options.maxMessageBytes, 'maxMessageBytes');
     const given = message.headers ?? NO_HEADERS;
     const headers = typeof given === 'object' && given !== null && isEmpty(given) ? NO_HEADERS : this.#headers(given, 'strict', id, undefined);
-    return this.connection.publish(
-      { exchange: '', routingKey: queue, content, properties: { persistent: true, messageId: id, headers }, operation: `send of ${id} to ${queue}` },
-      (session) => this.connection.declareQueue(session, queue),
+    return this.publishing.publish({
+      exchange: '',
+      routingKey: queue,
+      content,
+      properties: { persistent: true, mandatory: true, messageId: id, headers },
+      operation: `send of ${id} to ${queue}`,
       queue,
-    );
+      role: 'work',
+      route: 'queue',
+    });
   }
 
   /**
@@ -102,17 +111,18 @@ export class Publisher {
     headers[INTERNAL_HEADERS.destination] = queue;
     headers[INTERNAL_HEADERS.dueAt] = String(dueAt);
     headers[INTERNAL_HEADERS.delay] = String(ms);
-    await this.connection.publish(
-      {
-        exchange: delayEntryExchange(this.connection.names, ms),
-        routingKey: delayRoutingKey(ms),
-        content: toBuffer(copy.body),
-        properties: { ...copy.properties, persistent: true, messageId: copy.id, headers },
-        operation: `retry copy of ${copy.id} to ${queue} after ${ms} ms`,
-      },
-      (session) => this.connection.declareQueue(session, queue),
+    const exchange = delayEntryExchange(this.names, ms);
+    await this.publishing.publish({
+      exchange,
+      routingKey: delayRoutingKey(ms),
+      content: toBuffer(copy.body),
+      properties: { ...copy.properties, persistent: true, mandatory: true, messageId: copy.id, headers },
+      operation: `retry copy of ${copy.id} to ${queue} after ${ms} ms`,
       queue,
-    );
+      role: 'work',
+      // No delay enters at the deliver exchange, whose binding leads straight to the queue.
+      route: exchange === this.names.deliver ? 'queue' : 'delay-levels',
+    });
   }
 
   /**
@@ -122,16 +132,15 @@ export class Publisher {
    */
   async publishCopy(queue: string, copy: CopyRequest, operation: string, role: QueueRole = 'work'): Promise<void> {
     const headers = this.#headers(copy.headers, 'lenient', copy.id, this.options.logger);
-    await this.connection.publish(
-      {
-        exchange: '',
-        routingKey: queue,
-        content: toBuffer(copy.body),
-        properties: { ...copy.properties, persistent: true, messageId: copy.id, headers },
-        operation: `${operation} of ${copy.id} to ${queue}`,
-      },
-      (session) => this.connection.declareQueue(session, queue, role),
+    await this.publishing.publish({
+      exchange: '',
+      routingKey: queue,
+      content: toBuffer(copy.body),
+      properties: { ...copy.properties, persistent: true, mandatory: true, messageId: copy.id, headers },
+      operation: `${operation} of ${copy.id} to ${queue}`,
       queue,
-    );
+      role,
+      route: 'queue',
+    });
   }
 }

@@ -12,7 +12,9 @@
  *   missing queue when declaring is off (`QueueNotFoundError`, 404),
  *   `403 ACCESS_REFUSED` and the other codes below, a closed transport, a
  *   transport that gave up reconnecting.
- * - `transient`, retry at once: everything else, chiefly the connection or
+ * - `transient`, retry at once: everything else, chiefly a publish the
+ *   broker returned because its queue was deleted (`PublishReturnedError`:
+ *   the transport declares the queue again on the retry), the connection or
  *   channel closing or resetting (`PublishChannelClosedError`, amqplib's
  *   `IllegalOperationError`, `ECONNRESET`), a confirm timeout
  *   (`ConfirmTimeoutError`, including a wait for a reconnection), and the
@@ -29,8 +31,11 @@ import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
 export const REPLY_CODE_KIND: Readonly<Record<number, SendErrorKind>> = Object.freeze({
   /** CONTENT_TOO_LARGE. */
   311: 'fatal',
-  /** NO_ROUTE: a mandatory message with no queue to go to. */
-  312: 'fatal',
+  /**
+   * NO_ROUTE: a mandatory message no queue took (`PublishReturnedError`):
+   * its queue was deleted, and the transport declares it again on the retry.
+   */
+  312: 'transient',
   /** CONNECTION_FORCED: an operator or the broker closed the connection (shutdown, `close_connection`). */
   320: 'transient',
   /** INVALID_PATH: no such virtual host. */
@@ -81,6 +86,8 @@ export function classifyRabbitMqSendError(error: unknown): SendErrorKind {
   if (error instanceof TypeError || error instanceof RangeError) return 'fatal';
   const name = (error as { name?: unknown }).name;
   if (typeof name === 'string' && FATAL_NAMES.has(name)) return 'fatal';
+  // Returned (312 NO_ROUTE): the queue was deleted and is declared again on the retry.
+  if (name === 'PublishReturnedError') return 'transient';
   if (name === 'PublishChannelClosedError' && (error as { concernsThisPublish?: unknown }).concernsThisPublish !== true) {
     // Closed for another publish's fault, or with the connection: this one may well go through on a new channel.
     return 'transient';

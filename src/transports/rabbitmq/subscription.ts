@@ -2,19 +2,23 @@
  * A consumer on one queue, on its own channel with a per-consumer prefetch.
  * Pause and resume are `basic.cancel` and `basic.consume`; after a channel or
  * connection loss the consumer is opened again on the next channel, and the
- * broker redelivers what was in flight.
+ * broker redelivers what was in flight. A consumer the broker cancels (its
+ * queue was deleted) declares the queue again before it consumes again, and
+ * every reopen after a failure waits out the `reconnect` backoff.
  */
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { DeliveryListener, Headers, Subscription } from '../../transport/types.js';
 import { AckBatcher } from './ack-batcher.js';
+import type { BackoffStep } from '../../backoff/types.js';
 import type { ConnectionManager, Session } from './connection.js';
+import type { QueueDeclarations } from './declarations.js';
 import { expectedDeliveriesWarning } from './delivery-limit.js';
 import { RabbitMqDelivery, type DeliveryOwner } from './delivery.js';
 import { withEntryId } from './entry-key.js';
 import type { ErrorQueueMarkers } from './error-queue-marker.js';
-import { StaleDeliveryError } from './errors.js';
+import { AlreadySettledError, StaleDeliveryError } from './errors.js';
 import type { EmitEvent, RabbitMqStats } from './events.js';
-import type { RabbitMqConsumeOptions, ResolvedOptions } from './options.js';
+import { MAX_PREFETCH, type RabbitMqConsumeOptions, type ResolvedOptions } from './options.js';
 import { keptProperties, type Publisher } from './publisher.js';
 import { MAX_DELAY_MS } from './topology.js';
 import { decodeHeaders, deriveMessageId, type DecodedHeaders } from './wire-headers.js';
@@ -30,6 +34,7 @@ export type SettleAction = 'ack' | 'ackNow' | 'requeue';
 /** What a subscription needs from its transport. */
 export interface SubscriptionContext {
   readonly connection: ConnectionManager;
+  readonly declarations: QueueDeclarations;
   readonly publisher: Publisher;
   readonly options: ResolvedOptions;
   readonly stats: RabbitMqStats;
@@ -52,7 +57,9 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
   #held: ConsumeMessage[] = [];
   #draining = false;
   #ops: Promise<unknown> = Promise.resolve();
-  #reopenAttempt = 0;
+  /** The backoff of reopens after failures since the consumer last consumed; undefined before the first failure. */
+  #reopenStep: Omit<BackoffStep, 'random'> | undefined;
+  /** The wait before the next reopen, while one is scheduled: there is never more than one. */
   #reopenTimer: AbortController | undefined;
   #unsubscribeReconnect: () => void;
   #warnedDeliveryLimit = false;
@@ -90,8 +97,8 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
 
   async #openOn(session: Session): Promise<void> {
     if (this.#state === 'closed' || !session.alive || this.#channel) return;
-    const { connection } = this.context;
-    const info = await connection.declareQueue(session, this.queue);
+    const { connection, declarations } = this.context;
+    const info = await declarations.declare(session, this.queue);
     this.#quorum = info.queueType === 'quorum';
     this.#checkDeliveryLimit(info.deliveryLimit);
     const channel = await connection.openChannel(session, 'consumer');
@@ -135,32 +142,48 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
       if (!session.alive || this.#state === 'closed' || this.#channel) return; // the reconnect listener reopens it
       // The channel failed on a live connection (a broker-side error): open a new one after a pause.
       this.context.options.logger?.warn({ queue: this.queue }, 'rabbitmq: consumer channel closed; opening it again');
-      this.#reopenLater(session);
+      this.#reopenLater();
     });
   }
 
-  #reopenLater(session: Session): void {
+  /**
+   * Schedules the one reopen after a failure, on the connection open at that
+   * time, after the next wait of the `reconnect` backoff; does nothing while
+   * one is scheduled. When the backoff gives up, its last wait (or 1 s) is
+   * kept: a consumer keeps trying while its transport is open.
+   */
+  #reopenLater(): void {
+    if (this.#reopenTimer || this.#state === 'closed') return;
     const { options } = this.context;
-    this.#reopenAttempt++;
-    const delay = options.reconnect({ attempt: this.#reopenAttempt, previousDelayMs: undefined, elapsedMs: 0, random: options.random }) ?? 1000;
+    const previous = this.#reopenStep;
+    const step = { attempt: (previous?.attempt ?? 0) + 1, previousDelayMs: previous?.previousDelayMs, elapsedMs: previous?.elapsedMs ?? 0 };
+    const next = options.reconnect({ ...step, random: options.random });
+    const delayMs = Math.min(Math.max(0, next ?? previous?.previousDelayMs ?? 1_000), 2 ** 31 - 1);
+    this.#reopenStep = { attempt: step.attempt, previousDelayMs: delayMs, elapsedMs: step.elapsedMs + delayMs };
     const timer = new AbortController();
     this.#reopenTimer = timer;
-    options.clock.sleep(Math.min(Math.max(0, delay), 2 ** 31 - 1), timer.signal).then(
+    options.clock.sleep(delayMs, timer.signal).then(
       () => {
-        if (session.alive) void this.#reopen(session);
+        if (this.#reopenTimer === timer) this.#reopenTimer = undefined;
+        // No connection: the reconnect listener reopens the consumer on the next one.
+        const session = this.context.connection.session;
+        if (session) void this.#reopen(session);
       },
       () => undefined,
     );
   }
 
+  /** Opens the consumer on `session` again; on failure, forgets the queue's declaration and schedules the next try. */
   async #reopen(session: Session): Promise<void> {
     try {
       await this.#serial(() => this.#openOn(session));
-      this.#reopenAttempt = 0;
+      if (this.#channel) this.#reopenStep = undefined;
     } catch (error) {
       if (this.#state === 'closed') return;
-      this.context.options.logger?.warn({ err: error, queue: this.queue }, 'rabbitmq: could not reopen the consumer; trying again');
-      if (session.alive) this.#reopenLater(session);
+      // The queue may be gone (404 on consume): declare it again on the next try.
+      this.context.declarations.forgetQueue(session, this.queue);
+      this.context.options.logger?.warn({ err: error, queue: this.queue, attempt: this.#reopenStep?.attempt }, 'rabbitmq: could not reopen the consumer; trying again');
+      if (session.alive) this.#reopenLater();
     }
   }
 
@@ -171,6 +194,9 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
         this.context.options.logger?.warn({ queue: this.queue }, 'rabbitmq: the broker cancelled the consumer; opening it again');
         this.context.emit('warning', { message: `the broker cancelled the consumer of '${this.queue}'`, queue: this.queue });
         this.#consumerTag = undefined;
+        // The queue was deleted: declare it again before consuming again.
+        const session = this.context.connection.session;
+        if (session) this.context.declarations.forgetQueue(session, this.queue);
         void channel.close().catch(() => undefined);
       }
       return;
@@ -230,8 +256,24 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
     try {
       this.listener(delivery);
     } catch (error) {
-      this.context.options.logger?.error({ err: error, queue: this.queue, messageId: id }, 'rabbitmq: the delivery listener threw');
+      this.#releaseAfterListenerThrew(delivery, error);
     }
+  }
+
+  /** A listener that throws has not taken the delivery: give it back to the queue, unless the listener settled it first. */
+  #releaseAfterListenerThrew(delivery: RabbitMqDelivery, error: unknown): void {
+    const { logger } = this.context.options;
+    const fields = { err: error, queue: this.queue, messageId: delivery.id };
+    delivery.release().then(
+      () => logger?.error(fields, 'rabbitmq: the delivery listener threw; the delivery was released back to the queue'),
+      (releaseError: unknown) =>
+        logger?.error(
+          { ...fields, releaseError },
+          releaseError instanceof AlreadySettledError
+            ? 'rabbitmq: the delivery listener threw after settling the delivery'
+            : 'rabbitmq: the delivery listener threw and the delivery could not be released; the broker delivers it again when its channel closes',
+        ),
+    );
   }
 
   /**
@@ -384,8 +426,8 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
    * limit.
    */
   setPrefetch(prefetch: number): Promise<void> {
-    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
-      return Promise.reject(new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`));
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= MAX_PREFETCH)) {
+      return Promise.reject(new RangeError(`rabbitmq: prefetch must be a whole number from 1 to ${MAX_PREFETCH}, got ${prefetch}`));
     }
     return this.#serial(async () => {
       if (this.#state === 'closed' || prefetch === this.#prefetch) return;
@@ -412,6 +454,7 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
       this.#state = 'closed';
       this.#unsubscribeReconnect();
       this.#reopenTimer?.abort();
+      this.#reopenTimer = undefined;
       await this.#cancelConsumer();
       this.#requeueHeld();
       if (this.#inFlight <= 0) await this.#closeChannel();

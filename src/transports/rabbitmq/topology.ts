@@ -14,6 +14,12 @@
  * destination header. The level queues are shared by every endpoint with the
  * same prefix: there are at most {@link DELAY_LEVELS} of them, whatever the
  * mix of delays. See docs/rabbitmq.md for the diagram.
+ *
+ * Two kinds of levels exist, under different names since a queue's type
+ * cannot change: quorum levels, whose hops are dead-lettered at least once
+ * (a copy leaves a level only once the next queue has confirmed it), and
+ * classic levels, dead-lettered at most once and without confirms, so a
+ * broker crash can lose the copies in transit.
  */
 import type { Channel } from 'amqplib';
 import { INTERNAL_HEADERS } from './wire-headers.js';
@@ -24,19 +30,38 @@ export const DELAY_LEVELS = 28;
 /** The longest delay the levels can hold: `2^28 - 1` ms, about 74.6 hours. */
 export const MAX_DELAY_MS = 2 ** DELAY_LEVELS - 1;
 
-/** The names of the shared delay topology for one prefix. */
+/** The kinds of delay levels: quorum queues with at-least-once hops, or classic queues with at-most-once hops. */
+export type DelayLevelType = 'quorum' | 'classic';
+
+/** The names of the shared delay topology for one prefix and kind of levels. */
 export interface DelayTopologyNames {
+  /** The kind of levels these names are for. */
+  readonly type: DelayLevelType;
   /** Exchange and queue of level `n` (they share the name). */
   level(n: number): string;
   /** The headers exchange that returns a message to its work queue. */
   readonly deliver: string;
+  /**
+   * Quorum levels only: the fanout exchange and quorum queue (same name)
+   * that keep a copy whose work queue no longer exists, the deliver
+   * exchange's alternate exchange. Undefined for classic levels, which drop
+   * such a copy.
+   */
+  readonly unroutable: string | undefined;
 }
 
-/** Names for `prefix`: `<prefix>.delay.00` to `<prefix>.delay.27`, and `<prefix>.delay.deliver`. */
-export function delayTopologyNames(prefix: string): DelayTopologyNames {
+/**
+ * Names for `prefix`. Quorum levels: `<prefix>.delay-quorum.00` to `.27`,
+ * `<prefix>.delay-quorum.deliver` and `<prefix>.delay-quorum.unroutable`.
+ * Classic levels: `<prefix>.delay.00` to `.27` and `<prefix>.delay.deliver`.
+ */
+export function delayTopologyNames(prefix: string, type: DelayLevelType): DelayTopologyNames {
+  const base = type === 'quorum' ? `${prefix}.delay-quorum` : `${prefix}.delay`;
   return {
-    level: (n) => `${prefix}.delay.${String(n).padStart(2, '0')}`,
-    deliver: `${prefix}.delay.deliver`,
+    type,
+    level: (n) => `${base}.${String(n).padStart(2, '0')}`,
+    deliver: `${base}.deliver`,
+    unroutable: type === 'quorum' ? `${base}.unroutable` : undefined,
   };
 }
 
@@ -75,12 +100,28 @@ export function delayEntryExchange(names: DelayTopologyNames, delayMs: number): 
   return top === undefined ? names.deliver : names.level(top);
 }
 
-/** The arguments of level `n`'s queue. Every endpoint declares the same, so they agree. */
+/**
+ * The arguments of level `n`'s queue. Every endpoint declares the same, so
+ * they agree. A quorum level dead-letters with `x-dead-letter-strategy:
+ * at-least-once`, which RabbitMQ only honours with `x-overflow:
+ * reject-publish` (the levels have no length limit, so nothing is refused).
+ */
 export function levelQueueArguments(names: DelayTopologyNames, n: number): Record<string, unknown> {
-  return {
+  const args: Record<string, unknown> = {
     'x-message-ttl': 2 ** n,
     'x-dead-letter-exchange': n === 0 ? names.deliver : names.level(n - 1),
   };
+  if (names.type === 'quorum') {
+    args['x-queue-type'] = 'quorum';
+    args['x-dead-letter-strategy'] = 'at-least-once';
+    args['x-overflow'] = 'reject-publish';
+  }
+  return args;
+}
+
+/** The queue names of every level, level 0 first. */
+export function levelQueues(names: DelayTopologyNames): string[] {
+  return Array.from({ length: DELAY_LEVELS }, (_, n) => names.level(n));
 }
 
 /** The topic pattern that matches routing keys whose level-`n` bit is `bit`. */
@@ -89,11 +130,23 @@ export function levelBindingPattern(n: number, bit: 0 | 1): string {
 }
 
 /**
- * Declares the delay levels and the deliver exchange. Every declaration is
- * idempotent: declaring again with the same prefix changes nothing.
+ * Declares the delay levels and the deliver exchange (for quorum levels, with
+ * the unroutable exchange and queue as its alternate exchange). Every
+ * declaration is idempotent: declaring again with the same prefix changes
+ * nothing.
  */
 export async function declareDelayTopology(channel: Channel, names: DelayTopologyNames): Promise<void> {
-  await channel.assertExchange(names.deliver, 'headers', { durable: true });
+  if (names.unroutable !== undefined) {
+    // An at-least-once hop that routes nowhere is kept and retried every few minutes, holding one of
+    // the level's few in-flight slots: without this queue, copies for a deleted work queue would stall
+    // the level for every other queue.
+    await channel.assertExchange(names.unroutable, 'fanout', { durable: true });
+    await channel.assertQueue(names.unroutable, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+    await channel.bindQueue(names.unroutable, names.unroutable, '');
+    await channel.assertExchange(names.deliver, 'headers', { durable: true, alternateExchange: names.unroutable });
+  } else {
+    await channel.assertExchange(names.deliver, 'headers', { durable: true });
+  }
   for (let n = 0; n < DELAY_LEVELS; n++) {
     const name = names.level(n);
     await channel.assertExchange(name, 'topic', { durable: true });

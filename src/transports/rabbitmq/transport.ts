@@ -1,10 +1,12 @@
 import { EventEmitter } from 'node:events';
 import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { ConfirmedPublishing } from './confirmed-publishing.js';
 import { ConnectionManager } from './connection.js';
+import { QueueDeclarations } from './declarations.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
-import { resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
+import { MAX_PREFETCH, resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
 import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations.js';
 import { Publisher } from './publisher.js';
 import { classifyRabbitMqSendError } from './send-errors.js';
@@ -15,7 +17,8 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
  * A transport on RabbitMQ (AMQP 0-9-1, through amqplib).
  *
  * - Delayed retries wait in the broker, in 28 shared delay-level queues
- *   (level `n` holds a message `2^n` ms), never in a timer of this process.
+ *   (level `n` holds a message `2^n` ms), never in a timer of this process;
+ *   by default quorum queues whose hops are dead-lettered at least once.
  * - Retry and error-queue copies are confirmed by the broker before the
  *   original is acked: a crash between the two gives a duplicate, never a
  *   loss (`stats.duplicateWindow`).
@@ -29,10 +32,14 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
 export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
   readonly capabilities: TransportCapabilities;
+  /** An endpoint's concurrency is its prefetch, which AMQP caps at 65 535. */
+  readonly limits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
   readonly #connection: ConnectionManager;
+  readonly #declarations: QueueDeclarations;
+  readonly #publishing: ConfirmedPublishing;
   readonly #publisher: Publisher;
   readonly #subscriptions = new Set<RabbitMqSubscription>();
   readonly #emit: EmitEvent;
@@ -55,10 +62,12 @@ export class RabbitMqTransport implements Transport {
       }
     };
     this.#connection = new ConnectionManager(this.#options, this.#emit, this.#stats);
-    this.#publisher = new Publisher(this.#connection, this.#options);
-    this.#markers = new ErrorQueueMarkers(this.#connection, this.#options);
+    this.#declarations = new QueueDeclarations(this.#connection, this.#options, this.#emit);
+    this.#publishing = new ConfirmedPublishing(this.#connection, this.#declarations, this.#options, this.#stats);
+    this.#publisher = new Publisher(this.#publishing, this.#connection.names, this.#options);
+    this.#markers = new ErrorQueueMarkers(this.#connection, this.#declarations, this.#options);
     this.#operations = new RabbitMqOperations(
-      { connection: this.#connection, publisher: this.#publisher, options: this.#options, markers: this.#markers },
+      { connection: this.#connection, declarations: this.#declarations, publisher: this.#publisher, options: this.#options, markers: this.#markers },
       options,
     );
     this.#events.on('error', () => undefined);
@@ -69,9 +78,13 @@ export class RabbitMqTransport implements Transport {
     return { ...this.#stats };
   }
 
-  /** The names of the shared delay topology (exchanges and queues `<prefix>.delay.NN`, exchange `<prefix>.delay.deliver`). */
+  /**
+   * The names of the shared delay topology this transport uses (exchanges and
+   * queues `<prefix>.delay-quorum.NN` or, with classic `delayLevels`,
+   * `<prefix>.delay.NN`, and their deliver exchange).
+   */
   get topology(): DelayTopologyNames & { readonly levels: number } {
-    return { ...delayTopologyNames(this.#options.topologyPrefix), levels: DELAY_LEVELS };
+    return { ...delayTopologyNames(this.#options.topologyPrefix, this.#options.delayLevels), levels: DELAY_LEVELS };
   }
 
   /**
@@ -143,12 +156,13 @@ export class RabbitMqTransport implements Transport {
     this.#assertOpen('consume');
     if (typeof listener !== 'function') throw new TypeError('rabbitmq: consume needs a listener function');
     const prefetch = options?.prefetch;
-    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= 65_535)) {
-      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to 65535, got ${prefetch}`);
+    if (!(Number.isInteger(prefetch) && prefetch >= 1 && prefetch <= MAX_PREFETCH)) {
+      throw new RangeError(`rabbitmq: prefetch must be a whole number from 1 to ${MAX_PREFETCH}, got ${prefetch}`);
     }
     const subscription = new RabbitMqSubscription(
       {
         connection: this.#connection,
+        declarations: this.#declarations,
         publisher: this.#publisher,
         options: this.#options,
         stats: this.#stats,
@@ -188,6 +202,7 @@ export class RabbitMqTransport implements Transport {
     this.#closed = true;
     for (const subscription of [...this.#subscriptions]) await subscription.close().catch(() => undefined);
     await this.#markers.idle();
+    this.#publishing.close();
     await this.#connection.close();
   }
 

@@ -7,17 +7,48 @@
  * a message that cycles through retries keeps a bounded header table.
  */
 import { createHash } from 'node:crypto';
+import { HEADER_PREFIX } from '../../headers/names.js';
 import type { Headers } from '../../transport/types.js';
 
-/** Size bounds applied to headers. */
+/**
+ * Size bounds applied to headers. Totals count each header as the AMQP table
+ * encodes it ({@link headerEntryBytes}). User headers and redeliver's own
+ * (`redeliver-*`) have separate budgets, so no amount of user headers can
+ * push out the retry state; both together fit amqplib's 64 KiB property
+ * table with room for the transport's own headers.
+ */
 export const HEADER_LIMITS = {
   /** A received or republished header value longer than this (UTF-8 bytes) is truncated to it. `send` rejects it instead. */
   maxValueBytes: 8 * 1024,
-  /** Received headers past this total (key and value bytes, in table order) are dropped. */
-  maxReceivedBytes: 32 * 1024,
-  /** Headers of a retry or error-queue copy past this total are dropped (amqplib refuses tables over 64 KiB). */
-  maxRepublishBytes: 56 * 1024,
+  /** User headers (names not starting with `redeliver-`) in all. Past it, received and republished ones are dropped in table order; `send` refuses them. */
+  maxUserBytes: 32 * 1024,
+  /** redeliver's own headers in all: the retry state and failure facts, with the last error's stack last. Past it they are dropped; `send` refuses them. */
+  maxOwnBytes: 28 * 1024,
 } as const;
+
+/** The size of one header in an AMQP field table: name length (1), name, type (1), value length (4), value. */
+export function headerEntryBytes(key: string, value: string): number {
+  return Buffer.byteLength(key) + Buffer.byteLength(value) + 6;
+}
+
+/** What is left of each header budget while a table is read or written. */
+class HeaderBudget {
+  #user = HEADER_LIMITS.maxUserBytes;
+  #own = HEADER_LIMITS.maxOwnBytes;
+
+  /** Takes the header's size from its budget; false (taking nothing) when it does not fit. */
+  take(key: string, value: string): boolean {
+    const size = headerEntryBytes(key, value);
+    if (key.startsWith(HEADER_PREFIX)) {
+      if (size > this.#own) return false;
+      this.#own -= size;
+    } else {
+      if (size > this.#user) return false;
+      this.#user -= size;
+    }
+    return true;
+  }
+}
 
 /** Headers the transport writes for itself; removed from what a delivery exposes. */
 export const INTERNAL_HEADERS = {
@@ -149,7 +180,7 @@ export function decodeHeaders(raw: unknown): DecodedHeaders {
   let brokerDeliveryCount: number | undefined;
   let dropped = 0;
   let truncated = 0;
-  let total = 0;
+  const budget = new HeaderBudget();
   const table = raw as Record<string, unknown>;
   for (const key of Object.keys(table)) {
     const value = table[key];
@@ -176,12 +207,10 @@ export function decodeHeaders(raw: unknown): DecodedHeaders {
       truncated++;
       text = cut;
     }
-    const size = Buffer.byteLength(key) + Buffer.byteLength(text);
-    if (total + size > HEADER_LIMITS.maxReceivedBytes) {
+    if (!budget.take(key, text)) {
       dropped++;
       continue;
     }
-    total += size;
     headers[key] = text;
   }
   return { headers, dueAt, delayMs, brokerDeliveryCount, dropped, truncated };
@@ -213,13 +242,13 @@ export function encodeHeaders(headers: Readonly<Headers>, mode: OutgoingMode): E
   const table = Object.create(null) as Record<string, string>;
   let dropped = 0;
   let truncated = 0;
-  let total = 0;
+  const budget = new HeaderBudget();
   if (typeof headers !== 'object' || headers === null) {
     if (mode === 'strict') throw new TypeError('rabbitmq: headers must be an object of string values');
     return { table, dropped, truncated };
   }
   for (const key of Object.keys(headers)) {
-    if (PROTOTYPE_KEYS.has(key) || key.startsWith(INTERNAL_PREFIX) || BROKER_HEADERS.has(key)) {
+    if (isNeverSent(key)) {
       dropped++;
       continue;
     }
@@ -243,15 +272,36 @@ export function encodeHeaders(headers: Readonly<Headers>, mode: OutgoingMode): E
       truncated++;
       text = cut;
     }
-    const size = Buffer.byteLength(key) + Buffer.byteLength(text);
-    if (mode === 'lenient' && total + size > HEADER_LIMITS.maxRepublishBytes) {
+    if (!budget.take(key, text)) {
+      if (mode === 'strict') throw overBudget(headers);
       dropped++;
       continue;
     }
-    total += size;
     table[key] = text;
   }
   return { table, dropped, truncated };
+}
+
+/** Broker headers, transport headers and prototype keys: never published from the caller's headers. */
+function isNeverSent(key: string): boolean {
+  return PROTOTYPE_KEYS.has(key) || key.startsWith(INTERNAL_PREFIX) || BROKER_HEADERS.has(key);
+}
+
+/** The RangeError of a send whose headers a consumer would cut, with both totals. */
+function overBudget(headers: Readonly<Headers>): RangeError {
+  let user = 0;
+  let own = 0;
+  for (const key of Object.keys(headers)) {
+    const value = headers[key];
+    if (typeof value !== 'string' || isNeverSent(key)) continue;
+    if (key.startsWith(HEADER_PREFIX)) own += headerEntryBytes(key, value);
+    else user += headerEntryBytes(key, value);
+  }
+  const which =
+    user > HEADER_LIMITS.maxUserBytes
+      ? `user headers take ${user} bytes, over the ${HEADER_LIMITS.maxUserBytes} a consumer reads`
+      : `redeliver headers take ${own} bytes, over the ${HEADER_LIMITS.maxOwnBytes} a consumer reads`;
+  return new RangeError(`rabbitmq: ${which} (each header counts its name and value in UTF-8 bytes plus 6); nothing was published`);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Clock } from '../../time/clock.js';
-import { LeaseLostError, TransportClosedError } from './errors.js';
+import { busyRetryDelay, isBusy } from './busy.js';
+import { DatabaseBusyError, LeaseLostError, TransportClosedError } from './errors.js';
 import type { Claim, QueueKind, Store } from './store.js';
 
 /** A claimed row, identified by its table, sequence number and lease token. */
@@ -25,6 +26,7 @@ export type WriteOp =
   | { readonly type: 'retry'; readonly row: LeasedRow; readonly headers: string; readonly delayMs: number }
   | { readonly type: 'deadLetter'; readonly row: LeasedRow; readonly errorQueue: string; readonly headers: string }
   | { readonly type: 'release'; readonly row: LeasedRow }
+  | { readonly type: 'extend'; readonly row: LeasedRow; readonly leaseMs: number }
   | { readonly type: 'unclaim'; readonly row: LeasedRow; readonly dueAt: number };
 
 /** A request to claim due rows, answered in the next group commit. */
@@ -47,12 +49,15 @@ interface PendingWrite {
   readonly op: WriteOp;
   /** When the write was requested: delays count from here. */
   readonly at: number;
+  /** When a commit holding this write first found the database locked. */
+  busySince?: number;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
 }
 
 interface PendingClaim {
   readonly request: ClaimRequest;
+  busySince?: number;
   readonly resolve: (result: ClaimResult) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -69,25 +74,38 @@ export type DueListener = (queue: string, dueAt: number) => void;
  * its next batch in the same commit. A settlement whose lease no longer holds
  * changes nothing and rejects with {@link LeaseLostError}; the others in the
  * batch are unaffected.
+ *
+ * When another connection holds the write lock, the group waits for it
+ * without blocking the event loop: the database's own (synchronous) busy
+ * wait is a few milliseconds, and the commit is tried again after a short
+ * sleep on the clock, with every write requested meanwhile joining it. A
+ * write or claim still locked out `busyTimeoutMs` after its first try
+ * rejects with {@link DatabaseBusyError}, having changed nothing.
  */
 export class GroupCommit {
   readonly #store: Store;
   readonly #clock: Clock;
   readonly #onDue: DueListener;
+  readonly #busyTimeoutMs: number;
   #writes: PendingWrite[] = [];
   #claims: PendingClaim[] = [];
   #scheduled = false;
   #closed = false;
+  /** Consecutive commits that found the database locked; 0 when the last one got through. */
+  #busyTries = 0;
+  /** Settles when a wait for a locked database ends and the queued work has been tried again. */
+  #busyWait: Promise<void> | undefined;
   readonly #apply: (writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => ClaimResult[];
 
-  constructor(store: Store, clock: Clock, onDue: DueListener) {
+  constructor(store: Store, clock: Clock, onDue: DueListener, busyTimeoutMs: number) {
     this.#store = store;
     this.#clock = clock;
     this.#onDue = onDue;
+    this.#busyTimeoutMs = busyTimeoutMs;
     this.#apply = store.db.transaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
       for (let i = 0; i < writes.length; i++) {
         const w = writes[i]!;
-        ok[i] = this.#applyOne(w.op, w.at) ? 1 : 0;
+        ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
       }
       const results: ClaimResult[] = new Array(claims.length);
       for (let i = 0; i < claims.length; i++) {
@@ -118,13 +136,14 @@ export class GroupCommit {
   }
 
   #schedule(): void {
-    if (this.#scheduled) return;
+    // While waiting out a lock, new work joins the next try instead.
+    if (this.#scheduled || this.#busyWait !== undefined) return;
     this.#scheduled = true;
-    setImmediate(() => this.flush());
+    setImmediate(() => this.#flush());
   }
 
   /** Commits every queued write and claim now. */
-  flush(): void {
+  #flush(): void {
     this.#scheduled = false;
     const writes = this.#writes;
     const claims = this.#claims;
@@ -146,6 +165,10 @@ export class GroupCommit {
     try {
       results = this.#apply(writes, ok, claims, this.#clock.now());
     } catch (error) {
+      if (isBusy(error)) {
+        this.#waitOutLock(writes, claims, error);
+        return;
+      }
       if (isolate && writes.length + claims.length > 1 && isOwnFault(error)) {
         for (const w of writes) this.#commit([w], [], false);
         for (const c of claims) this.#commit([], [c], false);
@@ -155,7 +178,42 @@ export class GroupCommit {
       for (const c of claims) c.reject(error);
       return;
     }
+    this.#busyTries = 0;
     this.#settle(writes, ok, claims, results);
+  }
+
+  /**
+   * The database was locked by another connection: fails what has waited
+   * `busyTimeoutMs` since its first try, and tries the rest again, with
+   * whatever is requested meanwhile, after a short sleep.
+   */
+  #waitOutLock(writes: readonly PendingWrite[], claims: readonly PendingClaim[], error: unknown): void {
+    const now = this.#clock.now();
+    const keptWrites: PendingWrite[] = [];
+    const keptClaims: PendingClaim[] = [];
+    let busy: DatabaseBusyError | undefined;
+    const timedOut = (item: { busySince?: number }) => now - (item.busySince ??= now) >= this.#busyTimeoutMs;
+    for (const w of writes) {
+      if (timedOut(w)) w.reject((busy ??= new DatabaseBusyError(this.#busyTimeoutMs, error)));
+      else keptWrites.push(w);
+    }
+    for (const c of claims) {
+      if (timedOut(c)) c.reject((busy ??= new DatabaseBusyError(this.#busyTimeoutMs, error)));
+      else keptClaims.push(c);
+    }
+    this.#writes = keptWrites.concat(this.#writes);
+    this.#claims = keptClaims.concat(this.#claims);
+    if (this.#writes.length === 0 && this.#claims.length === 0) {
+      this.#busyTries = 0;
+      return;
+    }
+    // Several writes of one group, committed one by one, may each find the lock taken: one wait serves them all.
+    if (this.#busyWait !== undefined) return;
+    const delay = busyRetryDelay(this.#busyTries++);
+    this.#busyWait = this.#clock.sleep(delay).then(() => {
+      this.#busyWait = undefined;
+      this.#flush();
+    });
   }
 
   /** After a commit: resolves the writes that took effect, rejects those whose lease was lost, answers the claims. */
@@ -173,14 +231,18 @@ export class GroupCommit {
     for (let i = 0; i < claims.length; i++) claims[i]!.resolve(results[i]!);
   }
 
-  /** Commits what is queued, then refuses further writes. */
-  close(): void {
-    this.flush();
+  /**
+   * Commits what is queued, waiting out a locked database up to
+   * `busyTimeoutMs`, then refuses further writes.
+   */
+  async close(): Promise<void> {
+    if (this.#busyWait === undefined) this.#flush();
+    while (this.#busyWait !== undefined) await this.#busyWait;
     this.#closed = true;
   }
 
-  #applyOne(op: WriteOp, requestedAt: number): boolean {
-    // A delay counts from when the write was requested, not from the commit.
+  #applyOne(op: WriteOp, requestedAt: number, now: number): boolean {
+    // A delay counts from when the write was requested, not from the commit; a lease from the commit.
     const store = this.#store;
     switch (op.type) {
       case 'send': {
@@ -201,6 +263,8 @@ export class GroupCommit {
         return store.release(op.row.kind, op.row.seq, op.row.lease, requestedAt);
       case 'unclaim':
         return store.unclaim(op.row.kind, op.row.seq, op.row.lease, op.dueAt);
+      case 'extend':
+        return store.extend(op.row.kind, op.row.seq, op.row.lease, now + op.leaseMs);
     }
   }
 }
@@ -229,6 +293,7 @@ function dueOf(op: WriteOp, requestedAt: number): { queue: string; at: number } 
     case 'unclaim':
       return { queue: op.row.queue, at: op.dueAt };
     case 'ack':
+    case 'extend':
       return undefined;
   }
 }

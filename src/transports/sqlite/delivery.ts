@@ -8,6 +8,8 @@ import { MAX_TIMER_MS } from '../../time/clock.js';
 export interface DeliveryOwner {
   /** Writes the settlement in the next group commit. */
   settle(op: WriteOp): Promise<void>;
+  /** Writes a lease extension in the next group commit. */
+  extend(op: WriteOp): Promise<void>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
 }
@@ -79,6 +81,19 @@ export class SqliteDelivery implements Delivery, LeasedRow {
 
   release(): Promise<void> {
     return this.#settle(() => ({ type: 'release', row: this }));
+  }
+
+  /**
+   * Moves the end of the lease to `ms` from now. Rejects with
+   * `LeaseLostError` when another consumer has the message, and with
+   * `AlreadySettledError` once the delivery is settled.
+   */
+  extendLease(ms: number): Promise<void> {
+    if (this.#state === SETTLED) return Promise.reject(new AlreadySettledError(this.queue, this.id));
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
+      return Promise.reject(new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`));
+    }
+    return this.#owner.extend({ type: 'extend', row: this, leaseMs: ms });
   }
 
   /**

@@ -1,9 +1,14 @@
 import type Database from 'better-sqlite3';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
+import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import type { Clock } from '../../time/clock.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import { nextTurn, writeWhenFree } from './busy.js';
 import { parseHeaders } from './codec.js';
+
+/** The most error entries one transaction of a purge deletes. */
+export const PURGE_CHUNK = 500;
 
 interface ErrorRow {
   seq: number;
@@ -24,38 +29,50 @@ interface DepthRow {
  * entries, and read queue depths. Reads work from any process that opens
  * the file; a replay is one transaction (insert the copy, delete the entry),
  * so it happens once however often it is asked for.
+ *
+ * A replay goes only to a queue that exists in the file: one the `queues`
+ * table lists as a work queue, which a queue joins when a message is first
+ * sent to it or a consumer first consumes it, and never leaves.
+ *
+ * Writes wait for another connection's lock asynchronously, up to
+ * `busyTimeoutMs`, and a purge deletes in chunks of {@link PURGE_CHUNK} entries, one short transaction
+ * each, so workers on the same file keep committing while it runs.
  */
 export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #db: Database.Database;
   readonly #clock: Clock;
+  readonly #busyTimeoutMs: number;
   readonly #onQueued: (queue: string, dueAt: number) => void;
   readonly #count: Database.Statement<[string], number>;
   readonly #page: Database.Statement<[string, number, number], ErrorRow>;
   readonly #one: Database.Statement<[string, number], ErrorRow>;
   readonly #delete: Database.Statement<[string, number]>;
-  readonly #purge: Database.Statement<[string]>;
+  readonly #lastSeq: Database.Statement<[string], number | null>;
+  readonly #purgeChunk: Database.Statement<[string, number, number]>;
   readonly #insert: Database.Statement<[string, string, Buffer, string, number, number]>;
   readonly #kind: Database.Statement<[string], string>;
-  readonly #register: Database.Statement<[string]>;
   readonly #workDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #errorDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #names: Database.Statement<[], { name: string; kind: string }>;
-  readonly #sendBack: (queue: string, seq: number, target: string | undefined) => string | undefined;
+  readonly #sendBack: (queue: string, seq: number, options: SendBackOptions) => string | undefined;
 
-  constructor(db: Database.Database, clock: Clock, onQueued: (queue: string, dueAt: number) => void) {
+  constructor(db: Database.Database, clock: Clock, busyTimeoutMs: number, onQueued: (queue: string, dueAt: number) => void) {
     this.#db = db;
     this.#clock = clock;
+    this.#busyTimeoutMs = busyTimeoutMs;
     this.#onQueued = onQueued;
     this.#count = db.prepare<[string], number>('SELECT COUNT(*) FROM error_messages WHERE queue = ?').pluck(true);
     this.#page = db.prepare<[string, number, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? ORDER BY seq LIMIT ? OFFSET ?');
     this.#one = db.prepare<[string, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? AND seq = ?');
     this.#delete = db.prepare<[string, number]>('DELETE FROM error_messages WHERE queue = ? AND seq = ?');
-    this.#purge = db.prepare<[string]>('DELETE FROM error_messages WHERE queue = ?');
+    this.#lastSeq = db.prepare<[string], number | null>('SELECT max(seq) FROM error_messages WHERE queue = ?').pluck(true);
+    this.#purgeChunk = db.prepare<[string, number, number]>(
+      'DELETE FROM error_messages WHERE seq IN (SELECT seq FROM error_messages WHERE queue = ? AND seq <= ? ORDER BY seq LIMIT ?)',
+    );
     this.#insert = db.prepare<[string, string, Buffer, string, number, number]>(
       'INSERT INTO messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) VALUES (?, ?, ?, ?, ?, 0, ?)',
     );
     this.#kind = db.prepare<[string], string>('SELECT kind FROM queues WHERE name = ?').pluck(true);
-    this.#register = db.prepare<[string]>(`INSERT OR IGNORE INTO queues (name, kind) VALUES (?, 'queue')`);
     const depths = (table: string) =>
       db.prepare<[{ now: number }], DepthRow>(
         `SELECT queue,
@@ -68,15 +85,17 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     this.#errorDepths = depths('error_messages');
     this.#names = db.prepare<[], { name: string; kind: string }>('SELECT name, kind FROM queues');
     this.#sendBack = db
-      .transaction((queue: string, seq: number, target: string | undefined): string | undefined => {
+      .transaction((queue: string, seq: number, options: SendBackOptions): string | undefined => {
         const row = this.#one.get(queue, seq);
         if (!row) return undefined;
         const headers = parseHeaders(row.headers);
-        const destination = target ?? failureQueueOf(headers);
+        const destination = options.queue ?? failureQueueOf(headers);
         if (!destination) throw new Error(`message ${row.id} does not say which queue it failed on; name the queue to send it to`);
-        if (this.#kind.get(destination) === 'error') throw new Error(`${destination} is an error queue; send the message to a work queue`);
+        checkDestinationAllowed(destination, queue, row.id, options.allowedQueues);
+        const kind = this.#kind.get(destination);
+        if (kind === 'error') throw new SendBackRefusedError(destination, 'error-queue', row.id);
+        if (kind === undefined) throw new SendBackRefusedError(destination, 'missing', row.id);
         const now = this.#clock.now();
-        this.#register.run(destination);
         this.#insert.run(destination, row.id, row.body, JSON.stringify(replayHeaders(headers, new Date(now))), now, now);
         this.#delete.run(queue, seq);
         return destination;
@@ -103,18 +122,27 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = parseKey(key);
     if (seq === undefined) return undefined;
-    const destination = this.#sendBack(errorQueue, seq, options.queue);
+    const destination = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#sendBack(errorQueue, seq, options));
     if (destination) this.#onQueued(destination, this.#clock.now());
     return destination;
   }
 
   async delete(errorQueue: string, key: string): Promise<boolean> {
     const seq = parseKey(key);
-    return seq !== undefined && this.#delete.run(errorQueue, seq).changes > 0;
+    return seq !== undefined && (await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#delete.run(errorQueue, seq).changes)) > 0;
   }
 
+  /** Deletes every entry in the queue when it is called; entries dead-lettered while it runs stay. */
   async purge(errorQueue: string): Promise<number> {
-    return this.#purge.run(errorQueue).changes;
+    const last = this.#lastSeq.get(errorQueue);
+    if (last === null || last === undefined) return 0;
+    let deleted = 0;
+    for (;;) {
+      const changes = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#purgeChunk.run(errorQueue, last, PURGE_CHUNK).changes);
+      deleted += changes;
+      if (changes < PURGE_CHUNK) return deleted;
+      await nextTurn();
+    }
   }
 
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {

@@ -25,10 +25,12 @@ export interface SqliteTransportOptions {
   /** Source of time for due times and leases. Default {@link systemClock}. */
   readonly clock?: Clock;
   /**
-   * How long a statement waits for another connection's write lock before
-   * failing with `SQLITE_BUSY`, in milliseconds. Lets another process (a
-   * second worker, the `redeliver` CLI) use the same file while this one
-   * runs. Default 5000.
+   * How long a write waits for another connection's write lock before
+   * failing with `DatabaseBusyError`, in milliseconds. Lets another process
+   * (a second worker, the `redeliver` CLI) use the same file while this one
+   * runs. The wait does not block the event loop: SQLite waits at most 10 ms
+   * at a time and the write is tried again asynchronously. Only creating the
+   * schema of a new file waits synchronously. Default 5000.
    */
   readonly busyTimeoutMs?: number;
   /**
@@ -45,10 +47,13 @@ export interface SqliteTransportOptions {
    */
   readonly batchSize?: number;
   /**
-   * How long a claimed message stays invisible to other consumers, in
-   * milliseconds, when the `leaseMs` of `consume` does not say. A message
-   * held by a consumer that died comes back this long after it was claimed.
-   * Default 30000.
+   * How long a delivery stays invisible to other consumers from the moment
+   * it is handed out, in milliseconds, when the `leaseMs` of `consume` does
+   * not say. Claims lease rows for a tenth longer, so rows claimed ahead can
+   * wait briefly in the consumer's buffer; a row that waits longer is leased
+   * again at hand-out. A message held by a consumer that died comes back at
+   * most 1.1 × this long after it was claimed or last leased. A handler can
+   * extend its lease with `ctx.extendLease(ms)`. Default 30000.
    */
   readonly leaseMs?: number;
   /**

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { SYNC_BUSY_WAIT_MS } from './busy.js';
 import type { ResolvedSqliteOptions } from './options.js';
 
 /** The schema version this code writes, kept in SQLite's `user_version`. */
@@ -64,23 +65,30 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('lease_token', 0);
 /**
  * Opens the file, sets WAL mode, the durability and the busy timeout, and
  * creates the schema if it is missing. Safe to call from several processes
- * on the same file.
+ * on the same file. Creating the schema waits up to `busyTimeoutMs` for
+ * another connection's write lock, synchronously; a file whose schema is
+ * current is opened without taking the lock. Afterwards a statement waits
+ * synchronously at most {@link SYNC_BUSY_WAIT_MS}: longer waits are the
+ * callers' asynchronous retries.
  */
 export function openDatabase(options: ResolvedSqliteOptions): Database.Database {
   const db = new Database(options.path, { timeout: options.busyTimeoutMs });
   try {
     if (options.path !== ':memory:') db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.durability}`);
-    db.transaction(() => {
-      const version = db.pragma('user_version', { simple: true }) as number;
-      if (version > SCHEMA_VERSION) {
-        throw new Error(
-          `SqliteTransport: ${options.path} has schema version ${version}, newer than this redeliver's ${SCHEMA_VERSION}; upgrade redeliver`,
-        );
-      }
-      db.exec(SCHEMA);
-      if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
+    if (db.pragma('user_version', { simple: true }) !== SCHEMA_VERSION) {
+      db.transaction(() => {
+        const version = db.pragma('user_version', { simple: true }) as number;
+        if (version > SCHEMA_VERSION) {
+          throw new Error(
+            `SqliteTransport: ${options.path} has schema version ${version}, newer than this redeliver's ${SCHEMA_VERSION}; upgrade redeliver`,
+          );
+        }
+        db.exec(SCHEMA);
+        if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate();
+    }
+    db.pragma(`busy_timeout = ${Math.min(options.busyTimeoutMs, SYNC_BUSY_WAIT_MS)}`);
     return db;
   } catch (error) {
     db.close();

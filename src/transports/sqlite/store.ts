@@ -42,6 +42,7 @@ class TableStatements {
   readonly nextDue: Database.Statement<[string], number>;
   readonly remove: Database.Statement<[number, number]>;
   readonly release: Database.Statement<[number, number, number]>;
+  readonly extend: Database.Statement<[number, number, number]>;
   readonly unclaim: Database.Statement<[number, number, number]>;
   readonly copyToErrors: Database.Statement<
     [string, string, number, number, string | null, string | null, string | null, string | null, number, number]
@@ -61,6 +62,7 @@ class TableStatements {
       .pluck(true);
     this.remove = db.prepare(`DELETE FROM ${table} WHERE seq = ? AND lease = ?`);
     this.release = db.prepare(`UPDATE ${table} SET visible_at = ?, lease = NULL WHERE seq = ? AND lease = ?`);
+    this.extend = db.prepare(`UPDATE ${table} SET visible_at = ? WHERE seq = ? AND lease = ?`);
     this.unclaim = db.prepare(
       `UPDATE ${table} SET visible_at = ?, lease = NULL, deliveries = deliveries - 1 WHERE seq = ? AND lease = ?`,
     );
@@ -225,6 +227,11 @@ export class Store {
     if (copied.changes !== 1) return false;
     t.remove.run(seq, lease);
     return true;
+  }
+
+  /** Moves the end of a row's lease to `leaseUntil`; false when the lease no longer holds. */
+  extend(kind: QueueKind, seq: number, lease: number, leaseUntil: number): boolean {
+    return this.#tables[kind].extend.run(leaseUntil, seq, lease).changes === 1;
   }
 
   /** Returns a claimed row that was never handed out, undoing its delivery count; false when the lease no longer holds. */

@@ -65,11 +65,14 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   /** The pending wake-up, if the consumer is idle. */
   #wake: AbortController | undefined;
   #wakeAt = Infinity;
+  /** Rows taken from the buffer whose lease is being renewed before they are handed out. */
+  readonly #renewals = new Set<Promise<void>>();
 
   constructor(settings: ConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    this.#kind = settings.store.peekKind(settings.queue) ?? 'queue';
+    // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
+    this.#kind = settings.store.kindOf(settings.queue);
   }
 
   /** Starts consuming. */
@@ -94,6 +97,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     this.#state = PAUSED;
     this.#cancelWake();
     await this.#claim;
+    await this.#renewed();
     await this.#returnBuffer();
   }
 
@@ -124,6 +128,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     this.#cancelWake();
     this.#s.onClosed(this);
     await this.#claim;
+    await this.#renewed();
     await this.#returnBuffer();
   }
 
@@ -135,6 +140,10 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
       this.#schedulePump();
     }
     return written;
+  }
+
+  extend(op: WriteOp): Promise<void> {
+    return this.#s.commit.write(op);
   }
 
   settled(): void {
@@ -175,7 +184,9 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
       const row = batch.rows[batch.next++]!;
       this.#buffered--;
       if (batch.next === batch.rows.length) this.#buffer.shift();
-      this.#handOut(row, batch.token);
+      this.#outstanding++;
+      if (batch.leaseUntil - now >= s.leaseMs) this.#handOut(row, batch.token);
+      else this.#renewAndHandOut(row, batch.token);
       if (this.#state !== RUNNING) return;
     }
     if (this.#claim !== undefined || this.#buffered >= this.#prefetch) return;
@@ -190,7 +201,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     this.#dueWhileClaiming = false;
     this.#settlingSinceClaim = false;
     const claim = s.commit
-      .claim({ kind: this.#kind, queue: s.queue, limit, leaseMs: s.leaseMs })
+      .claim({ kind: this.#kind, queue: s.queue, limit, leaseMs: claimLeaseMs(s.leaseMs) })
       .then(
         (result) => {
           this.#claim = undefined;
@@ -208,7 +219,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   #claimed(result: ClaimResult): void {
     const s = this.#s;
     if (result.rows.length > 0) {
-      this.#buffer.push({ rows: result.rows, next: 0, token: result.token, leaseUntil: result.now + s.leaseMs });
+      this.#buffer.push({ rows: result.rows, next: 0, token: result.token, leaseUntil: result.now + claimLeaseMs(s.leaseMs) });
       this.#buffered += result.rows.length;
       // Paused or closed meanwhile: pause() and close() give these rows back.
       this.#pump();
@@ -233,6 +244,37 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     this.#sleepFor(Math.max(0, (next === undefined || next > poll ? poll : next) - now));
   }
 
+  /**
+   * A row that waited in the buffer past the claim-ahead allowance gets a
+   * fresh lease of `leaseMs` before it is handed out, so its handler has the
+   * whole lease. A row whose lease was lost meanwhile is dropped (another
+   * consumer has it); one that could not be renewed (the database stayed
+   * busy) is left to come back when its lease ends.
+   */
+  #renewAndHandOut(row: ClaimedRow, lease: number): void {
+    const s = this.#s;
+    const leased = { kind: this.#kind, queue: s.queue, id: row.id, seq: row.seq, lease };
+    const renewal = s.commit.write({ type: 'extend', row: leased, leaseMs: s.leaseMs }).then(
+      () => {
+        if (this.#state === RUNNING) {
+          this.#handOut(row, lease);
+          return;
+        }
+        // Paused or closed meanwhile: give the row back as it was, as the buffer is given back.
+        this.settled();
+        return s.commit.write({ type: 'unclaim', row: leased, dueAt: row.dueAt }).catch(() => undefined);
+      },
+      () => this.settled(),
+    );
+    this.#renewals.add(renewal);
+    void renewal.finally(() => this.#renewals.delete(renewal));
+  }
+
+  async #renewed(): Promise<void> {
+    while (this.#renewals.size > 0) await Promise.all(this.#renewals);
+  }
+
+  /** Hands out a row already counted in `#outstanding`. */
   #handOut(row: ClaimedRow, lease: number): void {
     const s = this.#s;
     const delivery = new SqliteDelivery(
@@ -246,7 +288,6 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
       parseHeaders(row.headers),
       row.deliveries,
     );
-    this.#outstanding++;
     try {
       s.listener(delivery);
     } catch {
@@ -296,4 +337,14 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     }
     await Promise.all(returns);
   }
+}
+
+/**
+ * The lease a claim takes: `leaseMs` plus a tenth, the claim-ahead
+ * allowance. A row handed out within the allowance still has at least
+ * `leaseMs` of its claim's lease left; one that waited longer in the buffer is
+ * leased again for `leaseMs` at hand-out.
+ */
+function claimLeaseMs(leaseMs: number): number {
+  return leaseMs + Math.ceil(leaseMs / 10);
 }

@@ -19,6 +19,9 @@ import { ThrottledError, type SendErrorKind } from '../../producer/errors.js';
 import type { ErrorQueueOperations } from '../../transport/error-queue.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 
+/** The most messages of one `sendBatch` written in one transaction. */
+export const SEND_BATCH_CHUNK = 1_000;
+
 /**
  * The embedded transport: queues, delayed retries and error queues in one
  * SQLite file, in WAL mode.
@@ -52,9 +55,9 @@ export class SqliteTransport implements Transport {
     this.#options = resolveOptions(options);
     this.#db = openDatabase(this.#options);
     this.#store = new Store(this.#db);
-    this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+    this.#commit = new GroupCommit(this.#store, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt), this.#options.busyTimeoutMs);
     this.#backlog = this.#db.prepare<[string], number>('SELECT COUNT(*) FROM messages WHERE queue = ?').pluck(true);
-    this.#operations = new SqliteOperations(this.#db, this.#options.clock, (queue, dueAt) => this.#notifyDue(queue, dueAt));
+    this.#operations = new SqliteOperations(this.#db, this.#options.clock, this.#options.busyTimeoutMs, (queue, dueAt) => this.#notifyDue(queue, dueAt));
   }
 
   /** Browse, replay and delete error-queue entries. */
@@ -84,8 +87,11 @@ export class SqliteTransport implements Transport {
   }
 
   /**
-   * Puts several messages on `queue` in one transaction: all of them or, on
-   * failure, none. Resolves once they are committed.
+   * Puts several messages on `queue`, in order, and resolves once all are
+   * committed. Up to {@link SEND_BATCH_CHUNK} messages are one transaction:
+   * all of them or, on failure, none. A longer batch is written one chunk
+   * per transaction, so the write lock is never held for long; when a chunk
+   * fails, the chunks before it stay sent and the rest are not sent.
    */
   sendBatch(queue: string, messages: readonly OutgoingMessage[]): Promise<void> {
     try {
@@ -95,9 +101,16 @@ export class SqliteTransport implements Transport {
       this.#checkBacklog(queue, messages.length);
       const encoded: EncodedMessage[] = new Array(messages.length);
       for (let i = 0; i < messages.length; i++) encoded[i] = checkMessage(messages[i]!, 'sendBatch');
-      return this.#commit.write({ type: 'send', queue, messages: encoded, delayMs: 0 });
+      if (encoded.length <= SEND_BATCH_CHUNK) return this.#commit.write({ type: 'send', queue, messages: encoded, delayMs: 0 });
+      return this.#sendInChunks(queue, encoded);
     } catch (error) {
       return Promise.reject(error);
+    }
+  }
+
+  async #sendInChunks(queue: string, encoded: readonly EncodedMessage[]): Promise<void> {
+    for (let i = 0; i < encoded.length; i += SEND_BATCH_CHUNK) {
+      await this.#commit.write({ type: 'send', queue, messages: encoded.slice(i, i + SEND_BATCH_CHUNK), delayMs: 0 });
     }
   }
 
@@ -139,7 +152,7 @@ export class SqliteTransport implements Transport {
     this.#closed = true;
     const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
     await Promise.all(subs.map((sub) => sub.close()));
-    this.#commit.close();
+    await this.#commit.close();
     this.#db.close();
   }
 
