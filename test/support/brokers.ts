@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
+import { parseConnections } from './rabbit-node.js';
 
 /** The RabbitMQ URL the tests use: `RABBITMQ_URL`, or the local default. */
 export const RABBITMQ_URL = process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -42,18 +43,25 @@ export async function rabbitmqctl(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/** The broker's pids of the shared broker's connections whose client-provided name is `connectionName`. */
+export async function connectionPidsNamed(connectionName: string): Promise<string[]> {
+  const rows = parseConnections(await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers'));
+  return rows.filter((row) => row.name === connectionName).map((row) => row.pid);
+}
+
+/** Closes the shared broker's connections with these pids (from {@link connectionPidsNamed}); resolves how many. */
+export async function closeConnections(pids: readonly string[], reason = 'test: connection cut'): Promise<number> {
+  for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
+  return pids.length;
+}
+
 /**
  * Closes the shared broker's connections whose client-provided name is
  * `connectionName`, and only those: other clients of the broker are left
  * alone. Resolves how many were closed.
  */
 export async function closeConnectionsNamed(connectionName: string, reason = 'test: connection cut'): Promise<number> {
-  // Tab-separated rows: the pid as the broker names it, then the client properties as an Erlang term.
-  const rows = (await rabbitmqctl('list_connections', 'pid', 'client_properties', '-q', '--no-table-headers')).split('\n');
-  const marker = `{"connection_name","${connectionName}"}`;
-  const pids = rows.filter((row) => row.includes(marker)).map((row) => row.split('\t')[0]!);
-  for (const pid of pids) await rabbitmqctl('close_connection', pid, reason);
-  return pids.length;
+  return closeConnections(await connectionPidsNamed(connectionName), reason);
 }
 
 /** Deletes the test's own queues on the shared broker, each on a fresh channel (a missing queue closes its channel). */

@@ -1,11 +1,12 @@
 /**
  * The RabbitMQ transport against a real broker: delay precision, connection
  * loss, the duplicate window, delivery limits, hostile headers, header
- * bounds and confirm timeouts. Needs `rabbitmqctl` for the fault cases.
+ * bounds and confirm timeouts. Connection cuts close only the test's own
+ * connections; the memory alarm runs on a broker node of the test's own.
  */
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
 import {
   ConfirmTimeoutError,
@@ -24,7 +25,8 @@ import {
   type RabbitMqTransportEvents,
   type RabbitMqTransportOptions,
 } from '../../src/transports/rabbitmq/index.js';
-import { RABBITMQ_URL, rabbitmqctl, rabbitSkipReason } from '../support/brokers.js';
+import { closeConnections, closeConnectionsNamed, connectionPidsNamed, RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
+import { RabbitCluster } from '../support/rabbit-node.js';
 import { recordingLogger } from '../support/recording-logger.js';
 
 const skip = await rabbitSkipReason();
@@ -85,6 +87,7 @@ describe('delay levels (pure)', () => {
 
 describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
   const transports: RabbitMqTransport[] = [];
+  const connectionNames = new Map<RabbitMqTransport, string>();
   const queues = new Set<string>();
   let admin: amqp.ChannelModel | undefined;
 
@@ -94,10 +97,14 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     return name;
   };
   const open = (options: RabbitMqTransportOptions = {}) => {
-    const t = new RabbitMqTransport({ url: RABBITMQ_URL, connectionName: 'redeliver-test', ...options });
+    const connectionName = `redeliver-test-${randomUUID().slice(0, 8)}`;
+    const t = new RabbitMqTransport({ url: RABBITMQ_URL, connectionName, ...options });
     transports.push(t);
+    connectionNames.set(t, connectionName);
     return t;
   };
+  /** Cuts this transport's connection, and only its own: other clients of the shared broker keep theirs. */
+  const cut = (t: RabbitMqTransport) => closeConnectionsNamed(connectionNames.get(t)!, 'test');
   const adminChannel = async () => {
     admin ??= await amqp.connect(RABBITMQ_URL);
     admin.on('error', () => undefined);
@@ -121,10 +128,6 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     }
     queues.clear();
     await cleanup.close();
-  });
-
-  afterAll(async () => {
-    await rabbitmqctl('set_vm_memory_high_watermark', '0.4').catch(() => undefined);
   });
 
   it('brings a 1 s retry back after about 1 s even when a 5 min retry was queued first', async () => {
@@ -156,7 +159,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     expect(took).toBeLessThan(1_500);
   });
 
-  it('loses nothing when the broker closes every connection mid-stream, and reconnects', async () => {
+  it('loses nothing when the broker closes its connection mid-stream, and reconnects', async () => {
     const t = open();
     const queue = queueName('stream');
     const total = 2_000;
@@ -165,8 +168,10 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     let handled = 0;
     let redelivered = 0;
     let handledAtLoss = -1;
-    let killed: Promise<string> | undefined;
+    let killed: Promise<number> | undefined;
     for (let i = 0; i < total; i++) await t.send(queue, { id: `s-${i}`, body: text(String(i)), headers: {} });
+    // Looked up before the stream starts, so the cut lands mid-stream: one CLI call, not two.
+    const connectionPids = await connectionPidsNamed(connectionNames.get(t)!);
     const reconnected = nextEvent(t, 'connected', 60_000);
     t.once('disconnected', () => (handledAtLoss = handled));
     await t.consume(
@@ -174,7 +179,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
       (d) => {
         handled++;
         if ((d as RabbitMqDelivery).redelivered) redelivered++;
-        if (handled === 100) killed = rabbitmqctl('close_all_connections', 'test');
+        if (handled === 100) killed = closeConnections(connectionPids, 'test');
         void (async () => {
           await sleep(20 + Math.floor(Math.random() * 20));
           try {
@@ -226,7 +231,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     await waitFor(() => got.length === 2, 5_000, 'the first deliveries');
     const lost = nextEvent(t, 'disconnected');
     const back = nextEvent(t, 'connected', 30_000);
-    await rabbitmqctl('close_all_connections', 'test');
+    await cut(t);
     await lost;
     await expect(got[0]!.ack()).rejects.toBeInstanceOf(StaleDeliveryError);
     // A retry of a delivery from the dead channel publishes no copy: the broker redelivers the original.
@@ -252,7 +257,7 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
           if (!armed) return;
           armed = false;
           const lost = nextEvent(t, 'disconnected');
-          await rabbitmqctl('close_all_connections', 'test');
+          await cut(t);
           await lost;
         },
       },
@@ -447,42 +452,51 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
   });
 
   it('rejects a publish with ConfirmTimeoutError, then PublishBlockedError at the gate, while the broker blocks publishing, rather than hang', async () => {
-    const t = open({ confirmTimeoutMs: 1_000 });
-    const queue = queueName('blocked');
-    await t.send(queue, { id: 'before', body: text('x'), headers: {} });
-    const blocked = nextEvent(t, 'blocked', 20_000);
-    // The broker lifts the block while rabbitmqctl is still running: listen first.
-    const unblocked = nextEvent(t, 'unblocked', 60_000);
-    unblocked.catch(() => undefined);
+    // A memory alarm blocks every publisher of a broker: it runs on a node of the test's own, never the shared one.
+    const node = await RabbitCluster.start({ namePrefix: 'rmqalarm' });
     try {
-      await rabbitmqctl('set_vm_memory_high_watermark', '0.0000001');
-      // The broker blocks a connection when it next publishes: this publish is never confirmed.
-      let started = Date.now();
-      await expect(t.send(queue, { id: 'during-1', body: text('x'), headers: {} })).rejects.toBeInstanceOf(ConfirmTimeoutError);
-      let waited = Date.now() - started;
-      expect(waited).toBeGreaterThanOrEqual(990);
-      expect(waited).toBeLessThan(3_000);
-      expect((await blocked).reason).toMatch(/memory/);
-      // Now the transport knows: the next publish waits at the gate, is never written, and fails as throttled.
-      started = Date.now();
-      await expect(t.send(queue, { id: 'during-2', body: text('x'), headers: {} })).rejects.toBeInstanceOf(PublishBlockedError);
-      waited = Date.now() - started;
-      expect(waited).toBeGreaterThanOrEqual(990);
-      expect(waited).toBeLessThan(3_000);
-      expect(t.stats.confirmTimeouts).toBe(2);
+      const t = open({ url: node.url(), confirmTimeoutMs: 1_000 });
+      const queue = queueName('blocked');
+      await t.send(queue, { id: 'before', body: text('x'), headers: {} });
+      const blocked = nextEvent(t, 'blocked', 20_000);
+      // The broker lifts the block while rabbitmqctl is still running: listen first.
+      const unblocked = nextEvent(t, 'unblocked', 60_000);
+      unblocked.catch(() => undefined);
+      try {
+        await node.memoryAlarm(true);
+        // The broker blocks a connection when it next publishes: this publish is never confirmed.
+        let started = Date.now();
+        await expect(t.send(queue, { id: 'during-1', body: text('x'), headers: {} })).rejects.toBeInstanceOf(ConfirmTimeoutError);
+        let waited = Date.now() - started;
+        expect(waited).toBeGreaterThanOrEqual(990);
+        expect(waited).toBeLessThan(3_000);
+        expect((await blocked).reason).toMatch(/memory/);
+        // Now the transport knows: the next publish waits at the gate, is never written, and fails as throttled.
+        started = Date.now();
+        await expect(t.send(queue, { id: 'during-2', body: text('x'), headers: {} })).rejects.toBeInstanceOf(PublishBlockedError);
+        waited = Date.now() - started;
+        expect(waited).toBeGreaterThanOrEqual(990);
+        expect(waited).toBeLessThan(3_000);
+        expect(t.stats.confirmTimeouts).toBe(2);
+      } finally {
+        await node.memoryAlarm(false);
+      }
+      await unblocked;
+      await t.send(queue, { id: 'after', body: text('x'), headers: {} });
+      const admin = await amqp.connect(node.url());
+      const ch = await admin.createChannel();
+      const ids: string[] = [];
+      for (let m = await ch.get(queue, { noAck: true }); m; m = await ch.get(queue, { noAck: true })) ids.push(String(m.properties.messageId));
+      await admin.close();
+      // A timed-out publish may or may not be stored; one held at the gate never is.
+      expect(ids).toContain('before');
+      expect(ids).toContain('after');
+      expect(ids).not.toContain('during-2');
     } finally {
-      await rabbitmqctl('set_vm_memory_high_watermark', '0.4');
+      for (const t of transports.splice(0)) await t.close();
+      await node.stop();
     }
-    await unblocked;
-    await t.send(queue, { id: 'after', body: text('x'), headers: {} });
-    const ch = await adminChannel();
-    const ids: string[] = [];
-    for (let m = await ch.get(queue, { noAck: true }); m; m = await ch.get(queue, { noAck: true })) ids.push(String(m.properties.messageId));
-    // A timed-out publish may or may not be stored; one held at the gate never is.
-    expect(ids).toContain('before');
-    expect(ids).toContain('after');
-    expect(ids).not.toContain('during-2');
-  });
+  }, 120_000);
 
   it('pause cancels the consumer and resume keeps unsettled deliveries within the prefetch', async () => {
     const t = open();

@@ -1,0 +1,216 @@
+/**
+ * The fault suite on RabbitMQ: a node (or a three-node quorum cluster) of
+ * the suite's own, never the shared broker. Each scenario gets its own work
+ * queue, error queue and delay topology prefix, so the delay levels it reads
+ * at the end hold only its own messages.
+ */
+import amqp from 'amqplib';
+import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
+import { RabbitCluster } from '../../support/rabbit-node.js';
+import { openSpec, type TransportSpec } from '../transport-spec.js';
+import { browseErrorIds } from './error-ids.js';
+import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+
+/** Options of {@link RabbitMqFaultAdapter}. */
+export interface RabbitMqFaultAdapterOptions {
+  /** 1 for a single node with classic queues, 3 for a cluster with quorum queues. Default 1. */
+  readonly nodes?: number;
+  /** Progress lines. Default silent. */
+  readonly log?: (line: string) => void;
+}
+
+const SINGLE_NODE_SKIPS: Record<string, string> = {
+  'cluster-leader-kill': 'needs the three-node cluster adapter',
+};
+
+/** The RabbitMQ adapter, on nodes of its own. */
+export class RabbitMqFaultAdapter implements FaultAdapter {
+  readonly transport: string;
+  #cluster?: RabbitCluster;
+  readonly #nodes: number;
+  readonly #log: (line: string) => void;
+  /** The node clients connect to: in a cluster, one that does not lead the work queue, so a leader kill does not cut them. */
+  #clientNode = 1;
+
+  constructor(options: RabbitMqFaultAdapterOptions = {}) {
+    this.#nodes = options.nodes ?? 1;
+    this.#log = options.log ?? (() => undefined);
+    this.transport = this.#nodes === 1 ? 'rabbitmq' : `rabbitmq-${this.#nodes}-node`;
+  }
+
+  skipReason(scenario: string): string | undefined {
+    if (this.#nodes === 1) return SINGLE_NODE_SKIPS[scenario];
+    return scenario === 'cluster-leader-kill' ? undefined : 'the cluster runs the leader-kill scenario only';
+  }
+
+  get cluster(): RabbitCluster {
+    if (!this.#cluster) throw new Error('RabbitMqFaultAdapter: start() first');
+    return this.#cluster;
+  }
+
+  async start(): Promise<void> {
+    this.#cluster = await RabbitCluster.start({ nodes: this.#nodes, namePrefix: 'rmqfault', log: this.#log });
+  }
+
+  async stop(): Promise<void> {
+    await this.#cluster?.stop();
+  }
+
+  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+    const queue = label;
+    const errorQueue = `${label}.error`;
+    const topologyPrefix = `${label}.t`;
+    const queueType = this.#nodes === 1 ? 'classic' : 'quorum';
+    if (this.#nodes > 1) {
+      // Declare the work queue first, then connect clients to a node that does not lead it.
+      await this.#withChannel(1, (channel) => channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
+      const leader = await this.cluster.leaderOf(queue);
+      this.#clientNode = this.cluster.nodes.find((node) => node !== leader)!;
+      this.#log(`${queue}: leader node ${leader}, clients on node ${this.#clientNode}`);
+    }
+    if (options.errorQueueMaxLength !== undefined) {
+      const max = options.errorQueueMaxLength;
+      await this.#withChannel(this.#clientNode, (channel) =>
+        channel.assertQueue(errorQueue, {
+          durable: true,
+          arguments: { 'x-max-length': max, 'x-overflow': 'reject-publish', ...(queueType === 'quorum' ? { 'x-queue-type': 'quorum' } : {}) },
+        }),
+      );
+    }
+    const spec = (role: string): TransportSpec => ({
+      kind: 'rabbitmq',
+      url: this.cluster.url(this.#clientNode),
+      connectionName: `${label}-${role}`,
+      topologyPrefix,
+      queueType,
+    });
+    const harness = openSpec(spec('harness')) as RabbitMqTransport;
+    // Depths come from the broker itself, over a connection of the harness's own, not through the transport under test.
+    const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
+    const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(n));
+    return {
+      label,
+      queue,
+      errorQueue,
+      cliTarget: this.cluster.url(this.#clientNode),
+      spec,
+      errorCount: () => peek.depth(errorQueue),
+      async delayedCount() {
+        let sum = 0;
+        for (const level of levels) sum += await peek.depth(level);
+        return sum;
+      },
+      errorIds: () => browseErrorIds(harness, errorQueue),
+      pendingIds: () => this.#drainIds([queue, ...levels]),
+      cleanup: async () => {
+        await peek.close();
+        await harness.close();
+        await this.#withChannel(this.#clientNode, async (channel) => {
+          for (const q of [queue, errorQueue, ...levels]) await channel.deleteQueue(q);
+        }).catch(() => undefined);
+      },
+    };
+  }
+
+  async killBroker(): Promise<void> {
+    for (const node of this.cluster.nodes) await this.cluster.kill(node);
+    await Promise.all(this.cluster.nodes.map((node) => this.cluster.boot(node)));
+  }
+
+  async restartBroker(): Promise<void> {
+    for (const node of this.cluster.nodes) await this.cluster.restart(node);
+  }
+
+  async cutConnections(scope: Scope): Promise<number> {
+    return this.cluster.closeConnections((name) => name.startsWith(`${scope.label}-`) && name !== `${scope.label}-harness`, this.#clientNode);
+  }
+
+  async memoryAlarm(on: boolean): Promise<void> {
+    await this.cluster.memoryAlarm(on, this.#clientNode);
+  }
+
+  async deleteQueueIfEmpty(queue: string): Promise<boolean> {
+    return this.#withChannel(this.#clientNode, async (channel) => {
+      await channel.deleteQueue(queue, { ifEmpty: true });
+      return true;
+    }).catch(() => false);
+  }
+
+  async readyCount(queue: string): Promise<number> {
+    return this.#withChannel(this.#clientNode, async (channel) => (await channel.checkQueue(queue)).messageCount).catch(() => 0);
+  }
+
+  async killQueueLeader(scope: Scope): Promise<() => Promise<void>> {
+    const leader = await this.cluster.leaderOf(scope.queue);
+    if (leader === this.#clientNode) throw new Error(`the clients' node ${leader} leads ${scope.queue}: the kill would cut them too`);
+    await this.cluster.kill(leader);
+    return () => this.cluster.boot(leader);
+  }
+
+  /** Reads every message of `queues` off the broker (destructively) and resolves their ids. */
+  async #drainIds(queues: readonly string[]): Promise<string[]> {
+    const ids: string[] = [];
+    for (const queue of queues) {
+      await this.#withChannel(this.#clientNode, async (channel) => {
+        for (let m = await channel.get(queue, { noAck: true }); m; m = await channel.get(queue, { noAck: true })) {
+          ids.push(String(m.properties.messageId));
+        }
+      }).catch(() => undefined); // A queue that does not exist holds nothing.
+    }
+    return ids;
+  }
+
+  async #withChannel<T>(node: number, use: (channel: amqp.Channel) => Promise<T>): Promise<T> {
+    const connection = await amqp.connect(this.cluster.url(node));
+    connection.on('error', () => undefined);
+    try {
+      const channel = await connection.createChannel();
+      channel.on('error', () => undefined);
+      return await use(channel);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  }
+}
+
+/** Reads queue depths with passive declarations on one reused connection, reconnecting after a broker fault. */
+class DepthPeek {
+  #connection?: Promise<amqp.ChannelModel>;
+
+  constructor(private readonly url: () => string) {}
+
+  /** Messages ready in `queue`; 0 when it does not exist. */
+  async depth(queue: string): Promise<number> {
+    const connection = await this.#connect();
+    const channel = await connection.createChannel().catch((error: unknown) => {
+      this.#connection = undefined;
+      throw error;
+    });
+    channel.on('error', () => undefined);
+    try {
+      return (await channel.checkQueue(queue)).messageCount;
+    } catch {
+      return 0; // A passive check of a missing queue closes the channel.
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    const connection = await this.#connection?.catch(() => undefined);
+    this.#connection = undefined;
+    await connection?.close().catch(() => undefined);
+  }
+
+  #connect(): Promise<amqp.ChannelModel> {
+    this.#connection ??= amqp.connect(this.url()).then((connection) => {
+      const forget = () => (this.#connection = undefined);
+      connection.on('error', forget);
+      connection.on('close', forget);
+      return connection;
+    });
+    const pending = this.#connection;
+    pending.catch(() => (this.#connection = undefined));
+    return pending;
+  }
+}

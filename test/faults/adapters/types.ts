@@ -1,0 +1,68 @@
+/**
+ * The per-transport part of the fault suite: how to start, kill and restart
+ * a transport's broker, how to describe its transport to a child process,
+ * and how to read the durable evidence it holds (error-queue entries,
+ * pending messages). Faults a transport cannot have are left out, with the
+ * reason in {@link FaultAdapter.skipReason}.
+ */
+import type { TransportSpec } from '../transport-spec.js';
+
+/** The names a scenario uses, unique per scenario run. */
+export interface ScopeNames {
+  /** The scenario's label, also the prefix of every connection name. */
+  readonly label: string;
+  readonly queue: string;
+  readonly errorQueue: string;
+}
+
+/** One scenario's view of a transport. */
+export interface Scope extends ScopeNames {
+  /** The transport spec for a process whose connection is named `<label>-<role>`. */
+  spec(role: string): TransportSpec;
+  /** The target the `redeliver` CLI takes (a file path or an AMQP URL). */
+  readonly cliTarget: string;
+  /** Entries in the error queue now (0 when it does not exist). */
+  errorCount(): Promise<number>;
+  /** Messages waiting for a delayed retry now. */
+  delayedCount(): Promise<number>;
+  /** Message ids in the error queue, read without removing them. */
+  errorIds(): Promise<string[]>;
+  /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
+  pendingIds(): Promise<string[]>;
+  /** Removes what the scenario left on the broker. */
+  cleanup(): Promise<void>;
+}
+
+/** Options of {@link FaultAdapter.scope}. */
+export interface ScopeOptions {
+  /** Declare the error queue first with this `x-max-length` and `x-overflow: reject-publish`. Default none. */
+  readonly errorQueueMaxLength?: number;
+}
+
+/** What the fault suite needs of one transport. */
+export interface FaultAdapter {
+  /** The transport's name in the report, e.g. `sqlite`, `rabbitmq`. */
+  readonly transport: string;
+  /** Why `scenario` does not apply to this transport, or undefined when it does. */
+  skipReason(scenario: string): string | undefined;
+  /** Starts the broker, if the transport has one. */
+  start(): Promise<void>;
+  /** Stops the broker and removes its files. */
+  stop(): Promise<void>;
+  /** A fresh scope for one scenario, its files under `dir`. */
+  scope(label: string, dir: string, options?: ScopeOptions): Promise<Scope>;
+  /** Kills the broker with SIGKILL and starts it again; absent when the store lives in the worker's process. */
+  killBroker?(scope: Scope): Promise<void>;
+  /** Stops the broker gracefully and starts it again; absent when the store lives in the worker's process. */
+  restartBroker?(scope: Scope): Promise<void>;
+  /** Cuts the connections of this scope's processes from the broker's side. */
+  cutConnections?(scope: Scope): Promise<number>;
+  /** Raises or clears a broker memory alarm. */
+  memoryAlarm?(on: boolean): Promise<void>;
+  /** Deletes a queue if it holds no message; resolves whether it did. */
+  deleteQueueIfEmpty?(queue: string): Promise<boolean>;
+  /** Ready messages in a queue (0 when it does not exist). */
+  readyCount?(queue: string): Promise<number>;
+  /** Kills the node leading the work queue with SIGKILL; resolves a function that brings it back. */
+  killQueueLeader?(scope: Scope): Promise<() => Promise<void>>;
+}

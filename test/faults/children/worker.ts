@@ -1,0 +1,76 @@
+/**
+ * A fault-suite worker: consumes one queue with an Endpoint whose handler
+ * fails the attempts the failure mix says, and appends the id of every
+ * successful handling to an fsync'd log before returning (so before the
+ * ack: a kill between the two shows up as a duplicate, never as a loss).
+ * SIGTERM stops it gracefully.
+ *
+ * Usage: node --import tsx worker.ts '<WorkerConfig as JSON>'
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Endpoint } from '../../../src/endpoint/endpoint.js';
+import { HEADER } from '../../../src/headers/names.js';
+import { linear } from '../../../src/backoff/linear.js';
+import { openEvidenceLog } from '../evidence-log.js';
+import { attemptFails, behaviourOf, type FailureMix } from '../failure-mix.js';
+import { openSpec, type TransportSpec } from '../transport-spec.js';
+
+/** What a worker is told on its command line. */
+export interface WorkerConfig {
+  readonly transport: TransportSpec;
+  readonly queue: string;
+  readonly errorQueue: string;
+  readonly log: string;
+  readonly mix: FailureMix;
+  readonly seed: number;
+  readonly concurrency: number;
+  /** The delayed-retry step: retries wait this, then twice this. */
+  readonly delayStepMs: number;
+  /** The longest a handler works, in ms (each message works a seeded share of it). */
+  readonly workMs: number;
+  /** The SQLite lease: how soon a killed worker's messages come back. */
+  readonly leaseMs: number;
+}
+
+const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
+const log = openEvidenceLog(config.log);
+const transport = openSpec(config.transport);
+
+class InjectedFailure extends Error {
+  override readonly name = 'InjectedFailure';
+}
+
+const endpoint = new Endpoint<{ i: number }>({
+  name: 'faults-worker',
+  queue: config.queue,
+  transport,
+  concurrency: config.concurrency,
+  leaseMs: config.leaseMs,
+  recoverability: {
+    immediateRetries: 2,
+    delayedRetries: 2,
+    delayedBackoff: linear(config.delayStepMs),
+    errorQueue: config.errorQueue,
+  },
+  handler: async (message, context) => {
+    await sleep((message.i * 7919) % (config.workMs + 1));
+    const behaviour = behaviourOf(context.messageId, config.mix, config.seed);
+    const replayed = context.headers[HEADER.replayCount] !== undefined;
+    if (attemptFails(behaviour, { attempt: context.attempt, delayedAttempt: context.delayedAttempt, replayed })) {
+      throw new InjectedFailure(`injected failure (${behaviour})`);
+    }
+    log.append(context.messageId);
+  },
+});
+
+endpoint.on('settlementFailed', (e) => console.error(`worker ${process.pid}: settlement failed for ${e.messageId}: ${String(e.error)}`));
+process.once('SIGTERM', () => {
+  void (async () => {
+    await endpoint.stop();
+    await transport.close();
+    log.close();
+    process.exit(0);
+  })();
+});
+await endpoint.start();
+console.log('ready');

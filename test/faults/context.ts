@@ -1,0 +1,179 @@
+/**
+ * What a scenario works with: its scope on the transport, its worker and
+ * producer processes, the evidence so far, and the faults. Broker faults on
+ * a transport whose store lives in the worker's process fall back to the
+ * worker: a broker kill is a worker kill -9, a graceful broker restart a
+ * worker SIGTERM, each followed by a restart.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FaultAdapter, Scope } from './adapters/types.js';
+import type { ProducerConfig } from './children/producer.js';
+import type { WorkerConfig } from './children/worker.js';
+import { readEvidence } from './evidence-log.js';
+import { DEFAULT_MIX, type FailureMix } from './failure-mix.js';
+import { Child } from './processes.js';
+
+const WORKER = 'test/faults/children/worker.ts';
+const PRODUCER = 'test/faults/children/producer.ts';
+
+/** How a scenario's workers and producer behave. */
+export interface Workload {
+  /** Messages the scenario sends. */
+  readonly messages: number;
+  /** Which attempts fail. Default {@link DEFAULT_MIX}. */
+  readonly mix?: FailureMix;
+  /** Delayed retries wait this, then twice this. Default 500 ms. */
+  readonly delayStepMs?: number;
+  /** The longest a handler works. Default 10 ms. */
+  readonly workMs?: number;
+}
+
+export class ScenarioContext {
+  readonly workers: Child[] = [];
+  readonly producers: Child[] = [];
+  readonly notes: string[] = [];
+  /** When the last fault ended (ms since the epoch); recovery is counted from here. */
+  lastFaultAt: number | undefined;
+  #workerCount = 0;
+  #producerCount = 0;
+
+  constructor(
+    readonly adapter: FaultAdapter,
+    readonly scope: Scope,
+    readonly dir: string,
+    readonly workload: Required<Workload>,
+    readonly seed: number,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Starts a worker process on the scope's queue; resolves once it consumes. */
+  async startWorker(): Promise<Child> {
+    const n = ++this.#workerCount;
+    const config: WorkerConfig = {
+      transport: this.scope.spec(`worker-${n}`),
+      queue: this.scope.queue,
+      errorQueue: this.scope.errorQueue,
+      log: join(this.dir, `worker-${n}.log`),
+      mix: this.workload.mix,
+      seed: this.seed,
+      concurrency: 16,
+      delayStepMs: this.workload.delayStepMs,
+      workMs: this.workload.workMs,
+      leaseMs: 2_000,
+    };
+    const output = join(this.dir, `worker-${n}.out`);
+    const child = Child.start(`worker-${n}`, WORKER, [JSON.stringify(config)], output);
+    this.workers.push(child);
+    await this.waitUntil(`worker-${n} to start`, 60_000, () => fileIncludes(output, 'ready') || !child.running);
+    if (!child.running) throw new Error(`worker-${n} exited at start with code ${child.code}; see ${output}`);
+    return child;
+  }
+
+  /** Starts a producer process sending messages `from` to `to - 1`, pausing before `hold.at` until `hold.file` exists. */
+  startProducer(from = 0, to = this.workload.messages, hold?: { at: number; file: string }): Child {
+    const n = ++this.#producerCount;
+    const config: ProducerConfig = {
+      transport: this.scope.spec(`producer-${n}`),
+      queue: this.scope.queue,
+      from,
+      to,
+      log: join(this.dir, `producer-${n}.log`),
+      failedLog: join(this.dir, `producer-${n}.failed`),
+      window: 20,
+      holdAt: hold?.at,
+      holdFile: hold?.file,
+    };
+    const child = Child.start(`producer-${n}`, PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`));
+    this.producers.push(child);
+    return child;
+  }
+
+  /** Kills every running worker with SIGKILL. */
+  async killWorkers(): Promise<void> {
+    await Promise.all(this.workers.filter((w) => w.running).map((w) => w.kill9()));
+  }
+
+  /** Stops every running worker gracefully. */
+  async stopWorkers(): Promise<void> {
+    await Promise.all(this.workers.filter((w) => w.running).map((w) => w.stop()));
+  }
+
+  /** Ids whose send resolved, from the producers' logs. */
+  confirmed(): string[] {
+    return readEvidence(...this.logs('producer', this.#producerCount, 'log'));
+  }
+
+  /** Sends that failed for good, from the producers' failure logs. */
+  failedSends(): string[] {
+    return readEvidence(...this.logs('producer', this.#producerCount, 'failed'));
+  }
+
+  /** One entry per successful handling, from the workers' logs. */
+  handled(): string[] {
+    return readEvidence(...this.logs('worker', this.#workerCount, 'log'));
+  }
+
+  /** Distinct ids handled so far. */
+  handledCount(): number {
+    return new Set(this.handled()).size;
+  }
+
+  /** Marks the end of a fault: recovery is counted from the last one. */
+  faultDone(what: string): void {
+    this.lastFaultAt = Date.now();
+    this.log(`  fault: ${what}`);
+  }
+
+  /** Logs a progress line. */
+  debug(line: string): void {
+    this.log(`  ${line}`);
+  }
+
+  /** Notes something the report row should say. */
+  note(text: string): void {
+    this.notes.push(text);
+    this.log(`  note: ${text}`);
+  }
+
+  /** Kills the broker with SIGKILL and brings it back; without a broker process, kills and restarts the workers. */
+  brokerKill(): Promise<void> {
+    return this.#brokerFault('kill');
+  }
+
+  /** Restarts the broker gracefully; without a broker process, stops the workers with SIGTERM and starts them again. */
+  brokerRestart(): Promise<void> {
+    return this.#brokerFault('restart');
+  }
+
+  async #brokerFault(kind: 'kill' | 'restart'): Promise<void> {
+    const onBroker = kind === 'kill' ? this.adapter.killBroker : this.adapter.restartBroker;
+    if (onBroker) {
+      await onBroker.call(this.adapter, this.scope);
+      this.faultDone(kind === 'kill' ? 'broker killed -9 and started again' : 'broker restarted gracefully');
+      return;
+    }
+    const count = this.workers.filter((w) => w.running).length;
+    await (kind === 'kill' ? this.killWorkers() : this.stopWorkers());
+    for (let i = 0; i < count; i++) await this.startWorker();
+    this.faultDone(`worker (the store's only process) ${kind === 'kill' ? 'killed -9' : 'stopped with SIGTERM'} and started again`);
+  }
+
+  /** Polls `check` every `intervalMs` (default 100) until it holds; rejects after `timeoutMs`. */
+  async waitUntil(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, intervalMs = 100): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (await check()) return;
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+
+  private logs(role: string, count: number, extension: string): string[] {
+    return Array.from({ length: count }, (_, i) => join(this.dir, `${role}-${i + 1}.${extension}`));
+  }
+}
+
+function fileIncludes(path: string, text: string): boolean {
+  return existsSync(path) && readFileSync(path, 'utf8').includes(text);
+}

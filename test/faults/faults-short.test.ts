@@ -1,0 +1,52 @@
+/**
+ * The short fault suite inside `npm test`: the cheapest scenarios, with few
+ * messages, on SQLite and on a RabbitMQ node of the test's own. Each must
+ * lose nothing. The whole suite is `npm run faults`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { rabbitNodeSkipReason } from '../support/rabbit-node.js';
+import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
+import { SqliteFaultAdapter } from './adapters/sqlite.js';
+import type { FaultAdapter } from './adapters/types.js';
+import { runScenario } from './run.js';
+import { SCENARIOS } from './scenarios.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'redeliver-faults-short-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const scenario = (name: string) => SCENARIOS.find((s) => s.name === name)!;
+
+async function expectNoLoss(adapter: FaultAdapter, name: string): Promise<void> {
+  const result = await runScenario(adapter, scenario(name), { messages: 300, dir, seed: 1, log: () => undefined });
+  expect(result.skipped).toBeUndefined();
+  expect(result.notes?.filter((n) => /stopped early|did not drain|stalled/.test(n))).toEqual([]);
+  expect(result.messages).toBeGreaterThan(0);
+  expect(result.lostSample).toEqual([]);
+  expect(result.lost).toBe(0);
+  expect(result.recoverySeconds).not.toBeNull();
+}
+
+describe('fault suite, short: SQLite', () => {
+  const sqlite = new SqliteFaultAdapter();
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(sqlite, 'worker-kill');
+  }, 120_000);
+
+  it('stores every send that resolved before the producer was killed -9', async () => {
+    await expectNoLoss(sqlite, 'producer-kill');
+  }, 120_000);
+});
+
+describe.skipIf(Boolean(rabbitNodeSkipReason()))('fault suite, short: RabbitMQ on a node of its own', () => {
+  const rabbit = new RabbitMqFaultAdapter();
+  afterAll(() => rabbit.stop(), 60_000);
+
+  it('loses nothing when connections are cut three times with delayed retries pending', async () => {
+    await rabbit.start();
+    await expectNoLoss(rabbit, 'connection-cut');
+  }, 240_000);
+});

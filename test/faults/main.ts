@@ -1,0 +1,86 @@
+/**
+ * The fault-injection suite: every scenario on every transport it applies
+ * to, each on brokers of its own, counted from durable evidence. Prints a
+ * row per scenario, the elapsed time, and one JSON line; exits 1 when any
+ * scenario lost a message or could not run.
+ *
+ * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq] [--messages N] [--seed N]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
+import { SqliteFaultAdapter } from './adapters/sqlite.js';
+import type { FaultAdapter } from './adapters/types.js';
+import { formatRow, jsonLine } from './report.js';
+import { runScenario, type ScenarioResult } from './run.js';
+import { SCENARIOS } from './scenarios.js';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    transport: { type: 'string', default: 'all' },
+    messages: { type: 'string', default: '2000' },
+    seed: { type: 'string', default: '1' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const messages = Number(values.messages);
+const seed = Number(values.seed);
+if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages must be a whole number >= 10, got ${values.messages}`);
+const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
+if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+if (!['all', 'sqlite', 'rabbitmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq or all`);
+
+const started = Date.now();
+const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
+const dir = mkdtempSync(join(tmpdir(), 'redeliver-faults-'));
+
+const adapters: (() => FaultAdapter)[] = [];
+if (values.transport !== 'rabbitmq') adapters.push(() => new SqliteFaultAdapter());
+if (values.transport !== 'sqlite') {
+  adapters.push(() => new RabbitMqFaultAdapter({ log }));
+  if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
+}
+
+const results: ScenarioResult[] = [];
+let failures = 0;
+for (const make of adapters) {
+  const adapter = make();
+  const applicable = scenarios.filter((s) => !adapter.skipReason(s.name));
+  const skippedHere = scenarios.filter((s) => adapter.skipReason(s.name));
+  // A cluster row is only worth printing for the scenario it runs.
+  const toReport = adapter.transport.startsWith('rabbitmq-') ? [] : skippedHere;
+  for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
+  if (applicable.length === 0) continue;
+  log(`starting ${adapter.transport}`);
+  await adapter.start();
+  try {
+    for (const scenario of applicable) {
+      let result: ScenarioResult;
+      try {
+        result = await runScenario(adapter, scenario, { messages, dir, seed, log });
+      } catch (error) {
+        failures++;
+        result = { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, notes: [`could not run: ${(error as Error).stack}`] };
+      }
+      if (result.lost > 0) failures++;
+      results.push(result);
+      log(formatRow(result));
+    }
+  } finally {
+    await adapter.stop();
+  }
+}
+
+const elapsed = Math.round((Date.now() - started) / 1000);
+console.log('\nfault table');
+const order = (r: ScenarioResult) => SCENARIOS.findIndex((s) => s.name === r.name);
+results.sort((a, b) => a.transport.localeCompare(b.transport) || order(a) - order(b));
+for (const result of results) console.log(formatRow(result));
+console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);
+if (!values.keep) rmSync(dir, { recursive: true, force: true });
+console.log(jsonLine(results, elapsed));
+process.exit(failures > 0 ? 1 : 0);

@@ -1,0 +1,155 @@
+/**
+ * Runs one scenario on one adapter: starts its processes and fault, lets the
+ * run drain, stops the workers, and counts the durable evidence with the
+ * checker.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FaultAdapter } from './adapters/types.js';
+import { account, type Accounting } from './checker.js';
+import { ScenarioContext } from './context.js';
+import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
+import type { Scenario } from './scenarios.js';
+
+/** One row of the fault table. */
+export interface ScenarioResult {
+  readonly name: string;
+  readonly transport: string;
+  readonly messages: number;
+  readonly lost: number;
+  readonly duplicates: number;
+  /** Seconds from the end of the last fault until everything drained; null when it never did. */
+  readonly recoverySeconds: number | null;
+  readonly handled?: number;
+  readonly errored?: number;
+  readonly pending?: number;
+  /** Up to 10 lost ids, for diagnosis. */
+  readonly lostSample?: readonly string[];
+  /** Lost ids by what their handler did (see failure-mix.ts): tells a lost first delivery from a lost retry or error-queue copy. */
+  readonly lostByBehaviour?: Readonly<Record<string, number>>;
+  /** Why the scenario did not run on this transport. */
+  readonly skipped?: string;
+  readonly notes?: readonly string[];
+}
+
+/** Options of {@link runScenario}. */
+export interface RunOptions {
+  /** Base message count. */
+  readonly messages: number;
+  /** Directory for this run's logs and files. */
+  readonly dir: string;
+  /** Seed of the failure mix. */
+  readonly seed: number;
+  /** How long to wait for the drain after the last fault. Default 120 s. */
+  readonly drainTimeoutMs?: number;
+  /** Stop waiting for the drain when nothing was handled or dead-lettered for this long. Default 30 s. */
+  readonly stallMs?: number;
+  readonly log: (line: string) => void;
+}
+
+let runCounter = 0;
+
+/** Runs `scenario` on `adapter` (already started) and resolves its row. */
+export async function runScenario(adapter: FaultAdapter, scenario: Scenario, options: RunOptions): Promise<ScenarioResult> {
+  const skipped = adapter.skipReason(scenario.name);
+  if (skipped) return { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped };
+
+  const label = `f${process.pid}-${++runCounter}-${scenario.name}`;
+  const dir = join(options.dir, `${adapter.transport}-${scenario.name}`);
+  mkdirSync(dir, { recursive: true });
+  const scope = await adapter.scope(label, dir, scenario.scopeOptions);
+  const workload = scenario.workload(options.messages);
+  const context = new ScenarioContext(
+    adapter,
+    scope,
+    dir,
+    { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload },
+    options.seed,
+    options.log,
+  );
+  options.log(`${adapter.transport} ${scenario.name}: ${scenario.title} (${workload.messages} messages, evidence in ${dir})`);
+  try {
+    try {
+      await scenario.run(context);
+    } catch (error) {
+      context.note(`scenario stopped early: ${(error as Error).message}`);
+    }
+    context.lastFaultAt ??= Date.now();
+    await Promise.all(context.producers.map((p) => p.exited));
+    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 120_000, options.stallMs ?? 30_000);
+    await context.stopWorkers();
+    const failedSends = context.failedSends().length;
+    if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
+    const result = account({
+      confirmed: context.confirmed(),
+      handled: context.handled(),
+      errored: await scope.errorIds().catch((error: Error) => {
+        context.note(`error queue unreadable: ${error.message}`);
+        return [];
+      }),
+      pending: await scope.pendingIds(),
+    });
+    return row(scenario, adapter, result, recoverySeconds, context);
+  } finally {
+    await context.killWorkers();
+    await Promise.all(context.producers.map((p) => p.kill9()));
+    await scope.cleanup().catch(() => undefined);
+  }
+}
+
+/**
+ * Waits for the run to drain; resolves the seconds since the last fault, or
+ * null when it did not drain in time or stalled (no message handled or
+ * dead-lettered for `stallMs`).
+ */
+async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number, stallMs: number): Promise<number | null> {
+  const confirmed = new Set(context.confirmed());
+  const drained =
+    scenario.drained?.bind(scenario) ??
+    (async (c: ScenarioContext, ids: ReadonlySet<string>) => {
+      const handled = new Set(c.handled());
+      const open = [...ids].filter((id) => !handled.has(id)).length;
+      return open === 0 || open <= (await c.scope.errorCount().catch(() => -1));
+    });
+  let progress = -1;
+  let progressAt = Date.now();
+  let stalled = false;
+  try {
+    await context.waitUntil('the drain', timeoutMs, async () => {
+      if (await drained(context, confirmed)) return true;
+      const now = context.handled().length + (await context.scope.errorCount().catch(() => 0));
+      if (now !== progress) [progress, progressAt] = [now, Date.now()];
+      return (stalled = Date.now() - progressAt > stallMs);
+    });
+  } catch {
+    context.note(`did not drain within ${timeoutMs / 1000} s`);
+    return null;
+  }
+  if (stalled) {
+    context.note(`stalled: nothing handled or dead-lettered for ${stallMs / 1000} s`);
+    return null;
+  }
+  return Math.round((Date.now() - context.lastFaultAt!) / 100) / 10;
+}
+
+function row(scenario: Scenario, adapter: FaultAdapter, result: Accounting, recoverySeconds: number | null, context: ScenarioContext): ScenarioResult {
+  const lostByBehaviour: Record<string, number> = {};
+  for (const id of result.lost) {
+    const behaviour = behaviourOf(id, context.workload.mix, context.seed);
+    lostByBehaviour[behaviour] = (lostByBehaviour[behaviour] ?? 0) + 1;
+  }
+  return {
+    name: scenario.name,
+    transport: adapter.transport,
+    messages: result.messages,
+    lost: result.lost.length,
+    duplicates: result.duplicates,
+    recoverySeconds,
+    handled: result.handled,
+    errored: result.errored,
+    pending: result.pending,
+    lostSample: result.lost.slice(0, 10),
+    lostByBehaviour,
+    notes: context.notes,
+  };
+}

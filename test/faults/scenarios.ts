@@ -1,0 +1,237 @@
+/**
+ * The fault scenarios, one list for every transport. Each starts its
+ * workers and producer, injects its fault, and returns with the workers
+ * running; the runner then lets everything drain and counts the evidence.
+ * A scenario a transport cannot have is skipped with the adapter's reason.
+ */
+import { writeFileSync } from 'node:fs';
+import type { ScopeOptions } from './adapters/types.js';
+import type { ScenarioContext, Workload } from './context.js';
+import { behaviourOf } from './failure-mix.js';
+import { Child } from './processes.js';
+
+/** One fault scenario. */
+export interface Scenario {
+  readonly name: string;
+  /** What it does, for the report. */
+  readonly title: string;
+  /** Its workload, given the run's base message count. */
+  workload(messages: number): Workload;
+  /** Scope options (e.g. a bounded error queue). */
+  readonly scopeOptions?: ScopeOptions;
+  /** Starts processes and injects the fault. */
+  run(context: ScenarioContext): Promise<void>;
+  /**
+   * When the run has drained. Default: every confirmed id handled or in the
+   * error queue.
+   */
+  drained?(context: ScenarioContext, confirmed: ReadonlySet<string>): Promise<boolean>;
+}
+
+const MINUTE = 60_000;
+
+/** Waits until `share` of the workload's messages were handled. */
+function handledShare(context: ScenarioContext, share: number): Promise<void> {
+  const target = Math.ceil(context.workload.messages * share);
+  return context.waitUntil(`${target} handled`, 3 * MINUTE, () => context.handledCount() >= target);
+}
+
+/** Waits until at least `count` messages wait for a delayed retry; notes it when none is seen in time. */
+async function delayedPending(context: ScenarioContext, count: number, timeoutMs = 30_000): Promise<number> {
+  let seen = 0;
+  const started = Date.now();
+  await context
+    .waitUntil(`${count} delayed retries pending`, timeoutMs, async () => (seen = await context.scope.delayedCount().catch(() => 0)) >= count)
+    .catch(() => context.note(`only ${seen} delayed retries were pending at the fault`));
+  context.debug(`${seen} delayed retries pending after ${Date.now() - started} ms`);
+  return seen;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const SCENARIOS: readonly Scenario[] = [
+  {
+    name: 'worker-kill',
+    title: 'worker kill -9 three times mid-flight, restarted each time',
+    workload: (messages) => ({ messages }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      for (const share of [0.2, 0.4, 0.6]) {
+        await handledShare(context, share);
+        await context.killWorkers();
+        context.faultDone(`worker killed -9 at ${context.handledCount()} handled`);
+        await context.startWorker();
+      }
+    },
+  },
+  {
+    name: 'producer-kill',
+    title: 'producer kill -9 mid-send-loop: every resolved send is stored',
+    workload: (messages) => ({ messages }),
+    async run(context) {
+      await context.startWorker();
+      const producer = context.startProducer();
+      const half = Math.ceil(context.workload.messages / 2);
+      await context.waitUntil(`${half} sends resolved`, 3 * MINUTE, () => context.confirmed().length >= half || !producer.running);
+      await producer.kill9();
+      context.faultDone(`producer killed -9 after ${context.confirmed().length} resolved sends`);
+    },
+  },
+  {
+    name: 'connection-cut',
+    title: 'connections cut three times while handlers run and delayed retries are pending',
+    // A cut is a rabbitmqctl call, seconds under load: slower handlers and 5 s delays keep work in flight and pending across all three.
+    workload: (messages) => ({ messages, delayStepMs: 5_000, workMs: 40 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      for (const share of [0.2, 0.35, 0.5]) {
+        await handledShare(context, share);
+        const pending = await delayedPending(context, 1, 10_000);
+        // Cut again until a cut finds a connection: after a cut the processes take a moment to reconnect.
+        let cut = 0;
+        await context.waitUntil('a connection to cut', 30_000, async () => (cut = await context.adapter.cutConnections!(context.scope)) > 0);
+        context.faultDone(`${cut} connection(s) cut at ${context.handledCount()} handled, ${pending} delayed retries pending`);
+      }
+    },
+  },
+  {
+    name: 'broker-restart',
+    title: 'broker graceful restart with delayed retries pending',
+    workload: (messages) => ({ messages, delayStepMs: 2_000 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.3);
+      const pending = await delayedPending(context, 20);
+      context.note(`${pending} delayed retries pending at the restart`);
+      await context.brokerRestart();
+    },
+  },
+  {
+    name: 'broker-kill',
+    title: 'broker kill -9 with thousands of delayed retries pending',
+    // Every message fails its first round, so it waits 5 s in the delay levels.
+    workload: (messages) => ({ messages: Math.max(messages, 3_000), mix: { round: 1 }, delayStepMs: 5_000 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      const pending = await delayedPending(context, 1_000, 2 * MINUTE);
+      context.note(`${pending} delayed retries pending at the kill`);
+      await context.brokerKill();
+    },
+  },
+  {
+    name: 'memory-alarm',
+    title: 'broker memory alarm during sends, then during settlements',
+    workload: (messages) => ({ messages }),
+    async run(context) {
+      const alarm = context.adapter.memoryAlarm!.bind(context.adapter);
+      await context.startWorker();
+      const producer = context.startProducer();
+      const quarter = Math.ceil(context.workload.messages / 4);
+      await context.waitUntil(`${quarter} sends resolved`, 3 * MINUTE, () => context.confirmed().length >= quarter || !producer.running);
+      await alarm(true);
+      await sleep(3_000);
+      await alarm(false);
+      context.faultDone(`memory alarm for 3 s during sends (${context.confirmed().length} resolved)`);
+      await producer.exited;
+      await handledShare(context, 0.5);
+      await alarm(true);
+      await sleep(3_000);
+      await alarm(false);
+      context.faultDone(`memory alarm for 3 s during settlements (${context.handledCount()} handled)`);
+    },
+  },
+  {
+    name: 'cli-retry-kill',
+    title: '`redeliver errors retry` killed -9 midway, then run again',
+    workload: (messages) => ({ messages: Math.min(messages, 1_000), mix: { 'until-replayed': 1 }, delayStepMs: 200 }),
+    async run(context) {
+      await context.startWorker();
+      const producer = context.startProducer();
+      await producer.exited;
+      const confirmed = context.confirmed().length;
+      await context.waitUntil(`${confirmed} in the error queue`, 3 * MINUTE, async () => (await context.scope.errorCount()) >= confirmed);
+      const retry = () =>
+        Child.start(
+          'cli',
+          'src/cli/main.ts',
+          ['errors', 'retry', context.scope.cliTarget, '--all', '--error-queue', context.scope.errorQueue],
+          `${context.dir}/cli.out`,
+        );
+      const first = retry();
+      // Killed once it has sent some back: a message handled again, or a tenth gone from the error queue (fast on SQLite).
+      let left = confirmed;
+      await context.waitUntil(
+        'the CLI to send some back',
+        3 * MINUTE,
+        async () => context.handledCount() > 0 || (left = await context.scope.errorCount()) < confirmed * 0.9 || !first.running,
+        10,
+      );
+      if (!first.running) context.note(`the first CLI run finished (code ${first.code}) before the kill`);
+      await first.kill9();
+      context.faultDone(`CLI killed -9 with ${context.handledCount()} handled again, ${left} of ${confirmed} in the error queue`);
+      const second = retry();
+      // Recovery counts from the kill: the second run is part of it.
+      const code = await second.exited;
+      if (code !== 0) context.note(`the second CLI run exited with code ${code}`);
+    },
+  },
+  {
+    name: 'queue-deleted',
+    title: 'error queue, then work queue deleted under a running endpoint',
+    workload: (messages) => ({ messages, delayStepMs: 2_000 }),
+    async run(context) {
+      const { adapter, scope } = context;
+      const half = Math.floor(context.workload.messages / 2);
+      await context.startWorker();
+      await adapter.deleteQueueIfEmpty!(scope.errorQueue);
+      context.faultDone('error queue deleted (empty)');
+      // One producer process throughout: its connection declared the queue before the deletion.
+      const resume = `${context.dir}/producer-resume`;
+      const producer = context.startProducer(0, context.workload.messages, { at: half, file: resume });
+      await context.waitUntil(`${half} sends resolved`, 3 * MINUTE, () => context.confirmed().length >= half || !producer.running);
+      // The work queue, deleted once it is empty while delayed retries are out in the delay levels.
+      await delayedPending(context, 1, 10_000);
+      await context.waitUntil('the work queue deleted while empty', MINUTE, () => adapter.deleteQueueIfEmpty!(scope.queue));
+      context.faultDone(`work queue deleted (empty) with ${await scope.delayedCount()} delayed retries pending`);
+      writeFileSync(resume, '');
+      await producer.exited;
+    },
+  },
+  {
+    name: 'error-queue-full',
+    title: 'a full error queue (x-max-length 20, reject-publish)',
+    workload: (messages) => ({ messages }),
+    scopeOptions: { errorQueueMaxLength: 20 },
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      context.faultDone('error queue bounded to 20 from the start');
+    },
+    async drained(context, confirmed) {
+      // The error queue cannot take every failing message: drained when every other one is handled and it is full.
+      const handled = new Set(context.handled());
+      const { mix } = context.workload;
+      const open = [...confirmed].filter((id) => !handled.has(id) && behaviourOf(id, mix, context.seed) !== 'always');
+      return open.length === 0 && (await context.scope.errorCount()) >= 20;
+    },
+  },
+  {
+    name: 'cluster-leader-kill',
+    title: 'three-node quorum cluster: kill -9 the work queue leader mid-run, bring it back',
+    workload: (messages) => ({ messages }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.3);
+      const bringBack = await context.adapter.killQueueLeader!(context.scope);
+      context.faultDone('work queue leader killed -9');
+      await sleep(5_000);
+      await bringBack();
+      context.faultDone('old leader started again');
+    },
+  },
+];

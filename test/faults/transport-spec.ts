@@ -1,0 +1,36 @@
+/**
+ * How a fault-suite process (worker, producer, the harness itself) builds
+ * its transport: a plain-JSON description passed to child processes on the
+ * command line, so every process of a scenario uses the same store or broker.
+ */
+import type { Transport } from '../../src/transport/types.js';
+import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
+import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+
+/** A transport, described in JSON. */
+export type TransportSpec =
+  | { readonly kind: 'sqlite'; readonly path: string }
+  | {
+      readonly kind: 'rabbitmq';
+      readonly url: string;
+      /** Unique per process, so the harness can cut exactly this process's connection. */
+      readonly connectionName: string;
+      readonly topologyPrefix: string;
+      readonly queueType: 'classic' | 'quorum';
+    };
+
+/** Opens the transport `spec` describes, with default settings. */
+export function openSpec(spec: TransportSpec): Transport {
+  if (spec.kind === 'sqlite') return new SqliteTransport({ path: spec.path, pollIntervalMs: 50 });
+  return new RabbitMqTransport({
+    url: spec.url,
+    connectionName: spec.connectionName,
+    topologyPrefix: spec.topologyPrefix,
+    queueType: spec.queueType,
+  });
+}
+
+/** The same spec, with the connection named `connectionName` (RabbitMQ; SQLite has no connection). */
+export function named(spec: TransportSpec, connectionName: string): TransportSpec {
+  return spec.kind === 'rabbitmq' ? { ...spec, connectionName } : spec;
+}

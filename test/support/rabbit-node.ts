@@ -1,0 +1,392 @@
+/**
+ * RabbitMQ nodes of a test's own: one node, or a three-node cluster on
+ * loopback, each with its own ports, data directory, epmd and cookie, so a
+ * test can kill -9, restart or memory-alarm them without touching the shared
+ * broker on 5672. `rabbitmqctl` here only ever reaches these nodes: it runs
+ * from `/usr/lib/rabbitmq/bin` with this cluster's epmd port and cookie,
+ * never through the `/usr/sbin` wrappers (which switch to the shared node's
+ * user, directory and cookie).
+ *
+ * Cleanup: `stop()` stops the nodes and removes the directory; if the test
+ * process exits first (a failed test, an uncaught error), an exit hook
+ * kill -9s every node and epmd by pid and removes the directory.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const BIN = '/usr/lib/rabbitmq/bin';
+const run = promisify(execFile);
+
+/** Options of {@link RabbitCluster.start}. */
+export interface RabbitClusterOptions {
+  /** Nodes in the cluster: 1 for a single node, 3 for a quorum cluster. Default 1. */
+  readonly nodes?: number;
+  /** Prefix of the node names (`<prefix><i>@localhost`). Default `'rmqt'`. */
+  readonly namePrefix?: string;
+  /** Lines appended to every node's `rabbitmq.conf`. Default none. */
+  readonly extraConfig?: readonly string[];
+  /** Called with progress lines (boot, join, kill). Default silent. */
+  readonly log?: (line: string) => void;
+}
+
+interface NodeSlot {
+  readonly index: number;
+  readonly name: string;
+  readonly dir: string;
+  readonly amqpPort: number;
+  readonly distPort: number;
+  process?: ChildProcess;
+}
+
+const live = new Set<RabbitCluster>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const cluster of live) cluster.destroySync();
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      for (const cluster of live) cluster.destroySync();
+      process.exit(130);
+    });
+  }
+}
+
+/**
+ * The skip reason for a test that starts nodes of its own: undefined when
+ * the RabbitMQ server is installed. Throws under CI=true when it is not.
+ */
+export function rabbitNodeSkipReason(): string | undefined {
+  if (existsSync(join(BIN, 'rabbitmq-server'))) return undefined;
+  const reason = `no RabbitMQ server installed in ${BIN} to start test nodes from`;
+  if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
+  console.warn(`\n!!! SKIPPING tests on RabbitMQ nodes of their own: ${reason}. !!!\n`);
+  return reason;
+}
+
+/** One row of `rabbitmqctl list_connections pid client_properties`: the broker's pid and the client-provided connection name. */
+export interface ConnectionRow {
+  readonly pid: string;
+  readonly name: string | undefined;
+}
+
+/** Parses the output of `rabbitmqctl list_connections pid client_properties --no-table-headers`. */
+export function parseConnections(output: string): ConnectionRow[] {
+  return output
+    .split('\n')
+    .filter((row) => row.trim().length > 0)
+    .map((row) => ({
+      // Tab-separated: the pid as the broker names it, then the client properties as an Erlang term.
+      pid: row.split('\t')[0]!.trim(),
+      name: /\{"connection_name","([^"]*)"\}/.exec(row)?.[1],
+    }));
+}
+
+/** A TCP port nothing listens on right now, chosen by the OS. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether something accepts connections on 127.0.0.1:`port`. */
+export function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+async function until(what: string, timeoutMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * One RabbitMQ node or a cluster of them, of this process's own. Start it
+ * with {@link RabbitCluster.start}; node indexes run from 1.
+ */
+export class RabbitCluster {
+  private readonly slots: NodeSlot[];
+  private epmd?: ChildProcess;
+
+  private constructor(
+    /** The cluster's temporary directory (data, logs, cookie). */
+    readonly baseDir: string,
+    private readonly epmdPort: number,
+    private readonly ctlPorts: readonly [number, number],
+    slots: NodeSlot[],
+    private readonly options: Required<Pick<RabbitClusterOptions, 'extraConfig' | 'log'>>,
+  ) {
+    this.slots = slots;
+  }
+
+  /** Boots the nodes (about 10 s each, in parallel) and joins them into one cluster. */
+  static async start(options: RabbitClusterOptions = {}): Promise<RabbitCluster> {
+    const count = options.nodes ?? 1;
+    if (!Number.isInteger(count) || count < 1 || count > 9) throw new RangeError(`RabbitCluster: nodes must be 1 to 9, got ${count}`);
+    const prefix = options.namePrefix ?? 'rmqt';
+    const baseDir = mkdtempSync(join(tmpdir(), 'redeliver-rabbit-'));
+    const ports: number[] = [];
+    while (ports.length < 2 * count + 1) {
+      const port = await freePort();
+      if (!ports.includes(port)) ports.push(port);
+    }
+    const ctlMin = 36_000 + Math.floor(Math.random() * 900) * 10;
+    const slots = Array.from({ length: count }, (_, i) => ({
+      index: i + 1,
+      name: `${prefix}${i + 1}@localhost`,
+      dir: join(baseDir, `n${i + 1}`),
+      amqpPort: ports[1 + 2 * i]!,
+      distPort: ports[2 + 2 * i]!,
+    }));
+    const cluster = new RabbitCluster(baseDir, ports[0]!, [ctlMin, ctlMin + 9], slots, {
+      extraConfig: options.extraConfig ?? [],
+      log: options.log ?? (() => undefined),
+    });
+    live.add(cluster);
+    installExitHook();
+    try {
+      await cluster.init();
+      await Promise.all(cluster.slots.map((slot) => cluster.boot(slot.index)));
+      for (const slot of cluster.slots.slice(1)) {
+        await cluster.ctl(slot.index, 'stop_app');
+        await cluster.ctl(slot.index, 'join_cluster', cluster.slots[0]!.name);
+        await cluster.ctl(slot.index, 'start_app');
+      }
+    } catch (error) {
+      cluster.destroySync();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** Node indexes, from 1. */
+  get nodes(): number[] {
+    return this.slots.map((slot) => slot.index);
+  }
+
+  /** The AMQP URL of node `index` (default 1). */
+  url(index = 1): string {
+    return `amqp://guest:guest@127.0.0.1:${this.slot(index).amqpPort}`;
+  }
+
+  /** The AMQP port of node `index`. */
+  port(index = 1): number {
+    return this.slot(index).amqpPort;
+  }
+
+  /** The Erlang node name of node `index`, e.g. `rmqt1@localhost`. */
+  nodeName(index: number): string {
+    return this.slot(index).name;
+  }
+
+  /** Runs `rabbitmqctl -q -n <node> ...args` against node `index` of this cluster only; resolves its output. */
+  async ctl(index: number, ...args: string[]): Promise<string> {
+    return this.tool('rabbitmqctl', index, args);
+  }
+
+  /** Runs `rabbitmq-queues -q -n <node> ...args` against node `index`. */
+  async queues(index: number, ...args: string[]): Promise<string> {
+    return this.tool('rabbitmq-queues', index, args);
+  }
+
+  /**
+   * Closes the connections on node `index` whose client-provided name
+   * `matches`, and only those; resolves how many. Connections on other
+   * nodes of the cluster are not touched.
+   */
+  async closeConnections(matches: (name: string) => boolean, index = 1, reason = 'fault suite: connection cut'): Promise<number> {
+    const rows = parseConnections(await this.ctl(index, 'list_connections', 'pid', 'client_properties', '--no-table-headers'));
+    const targets = rows.filter((row) => row.name !== undefined && matches(row.name));
+    for (const row of targets) await this.ctl(index, 'close_connection', row.pid, reason).catch(() => undefined);
+    this.options.log(`closed ${targets.length} connection(s) on ${this.slot(index).name}`);
+    return targets.length;
+  }
+
+  /** The node index that leads quorum queue `queue`, asked of a node that is up. */
+  async leaderOf(queue: string): Promise<number> {
+    for (const index of await this.running()) {
+      const rows = await this.ctl(index, 'list_queues', 'name', 'leader', '--no-table-headers').catch(() => '');
+      for (const row of rows.split('\n')) {
+        const [name, leader] = row.trim().split(/\s+/);
+        if (name !== queue || !leader) continue;
+        const slot = this.slots.find((s) => s.name === leader);
+        if (slot) return slot.index;
+      }
+    }
+    throw new Error(`RabbitCluster: no leader found for queue ${queue}`);
+  }
+
+  /** Kills node `index` with SIGKILL and resolves once its AMQP port is closed. */
+  async kill(index: number): Promise<void> {
+    const slot = this.slot(index);
+    this.options.log(`kill -9 ${slot.name}`);
+    this.killSlot(slot);
+    await until(`${slot.name} to die`, 30_000, async () => !(await portOpen(slot.amqpPort)));
+  }
+
+  /** Stops node `index` gracefully (returns when its process is gone). */
+  async stopNode(index: number): Promise<void> {
+    const slot = this.slot(index);
+    this.options.log(`stop ${slot.name}`);
+    await this.ctl(index, 'stop', join(slot.dir, 'pid')).catch(() => this.killSlot(slot));
+    await until(`${slot.name} to stop`, 60_000, async () => !(await portOpen(slot.amqpPort)));
+  }
+
+  /** Stops node `index` gracefully and starts it again; resolves when it accepts AMQP connections. */
+  async restart(index: number): Promise<void> {
+    await this.stopNode(index);
+    await this.boot(index);
+  }
+
+  /** Starts node `index` (after a kill or stop); resolves when it is up. A restarted cluster member rejoins by itself. */
+  async boot(index: number): Promise<void> {
+    const slot = this.slot(index);
+    mkdirSync(slot.dir, { recursive: true });
+    rmSync(join(slot.dir, 'pid'), { force: true });
+    writeFileSync(
+      join(slot.dir, 'rabbitmq.conf'),
+      [`listeners.tcp.default = 127.0.0.1:${slot.amqpPort}`, 'loopback_users = none', ...this.options.extraConfig, ''].join('\n'),
+    );
+    writeFileSync(join(slot.dir, 'enabled_plugins'), '[].\n');
+    const started = Date.now();
+    slot.process = spawn(join(BIN, 'rabbitmq-server'), [], {
+      env: {
+        ...this.env(),
+        RABBITMQ_NODENAME: slot.name,
+        RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+        RABBITMQ_NODE_PORT: String(slot.amqpPort),
+        RABBITMQ_DIST_PORT: String(slot.distPort),
+        RABBITMQ_MNESIA_BASE: join(slot.dir, 'mnesia'),
+        RABBITMQ_LOG_BASE: join(slot.dir, 'log'),
+        RABBITMQ_CONFIG_FILE: join(slot.dir, 'rabbitmq.conf'),
+        RABBITMQ_ADVANCED_CONFIG_FILE: join(slot.dir, 'advanced.config'),
+        RABBITMQ_CONFIG_FILES: join(slot.dir, 'conf.d', '*.conf'),
+        RABBITMQ_ENABLED_PLUGINS_FILE: join(slot.dir, 'enabled_plugins'),
+        RABBITMQ_PID_FILE: join(slot.dir, 'pid'),
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS: '-kernel inet_dist_use_interface {127,0,0,1}',
+      },
+      detached: true,
+      stdio: 'ignore',
+    });
+    slot.process.unref();
+    await this.ctl(index, 'wait', '--timeout', '90', join(slot.dir, 'pid'));
+    await until(`${slot.name} to accept AMQP`, 60_000, () => portOpen(slot.amqpPort));
+    this.options.log(`${slot.name} up on ${slot.amqpPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+
+  /** Raises (`true`) or clears (`false`) a memory alarm on node `index` of this cluster, which blocks publishers on every node. */
+  async memoryAlarm(on: boolean, index = 1): Promise<void> {
+    this.options.log(`memory alarm ${on ? 'on' : 'off'} on ${this.slot(index).name}`);
+    await this.ctl(index, 'set_vm_memory_high_watermark', on ? '0.0000001' : '0.4');
+  }
+
+  /** The indexes of nodes accepting AMQP connections now. */
+  async running(): Promise<number[]> {
+    const open = await Promise.all(this.slots.map(async (slot) => ((await portOpen(slot.amqpPort)) ? slot.index : 0)));
+    return open.filter((index) => index > 0);
+  }
+
+  /** Stops every node, epmd, and removes the directory. Safe to call twice. */
+  async stop(): Promise<void> {
+    if (!live.has(this)) return;
+    await Promise.all(
+      this.slots.map(async (slot) => {
+        if (await portOpen(slot.amqpPort)) await this.stopNode(slot.index).catch(() => this.killSlot(slot));
+      }),
+    );
+    this.destroySync();
+  }
+
+  /** Kills every node and epmd by pid and removes the directory, synchronously (for exit hooks). */
+  destroySync(): void {
+    if (!live.delete(this)) return;
+    for (const slot of this.slots) this.killSlot(slot);
+    if (this.epmd?.pid) killQuietly(this.epmd.pid);
+    rmSync(this.baseDir, { recursive: true, force: true });
+  }
+
+  private slot(index: number): NodeSlot {
+    const slot = this.slots[index - 1];
+    if (!slot) throw new RangeError(`RabbitCluster: no node ${index} (nodes are 1 to ${this.slots.length})`);
+    return slot;
+  }
+
+  private killSlot(slot: NodeSlot): void {
+    // The node's own pid file names the Erlang VM; the spawned script leads its process group.
+    try {
+      const pid = Number(readFileSync(join(slot.dir, 'pid'), 'utf8').trim());
+      if (pid > 0) killQuietly(pid);
+    } catch {
+      // No pid file: the node never got that far.
+    }
+    if (slot.process?.pid) killQuietly(-slot.process.pid);
+  }
+
+  private async init(): Promise<void> {
+    const home = join(this.baseDir, 'home');
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(this.baseDir, 'env.conf'), '');
+    const cookie = join(home, '.erlang.cookie');
+    writeFileSync(cookie, randomBytes(32).toString('hex'));
+    chmodSync(cookie, 0o400);
+    this.epmd = spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', detached: true });
+    this.epmd.unref();
+    await until(`epmd on ${this.epmdPort}`, 10_000, () => portOpen(this.epmdPort));
+  }
+
+  private env(): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env['PATH'],
+      LANG: 'C.UTF-8',
+      LC_ALL: 'C.UTF-8',
+      HOME: join(this.baseDir, 'home'),
+      ERL_EPMD_PORT: String(this.epmdPort),
+      RABBITMQ_CONF_ENV_FILE: join(this.baseDir, 'env.conf'),
+      ERL_CRASH_DUMP: join(this.baseDir, 'erl_crash.dump'),
+      RABBITMQ_CTL_DIST_PORT_MIN: String(this.ctlPorts[0]),
+      RABBITMQ_CTL_DIST_PORT_MAX: String(this.ctlPorts[1]),
+    };
+    return env;
+  }
+
+  private async tool(tool: string, index: number, args: string[]): Promise<string> {
+    const { stdout } = await run(join(BIN, tool), ['-q', '-n', this.slot(index).name, ...args], {
+      env: this.env(),
+      timeout: 120_000,
+    });
+    return stdout;
+  }
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
