@@ -40,9 +40,13 @@ export interface RunOptions {
   readonly dir: string;
   /** Seed of the failure mix. */
   readonly seed: number;
-  /** How long to wait for the drain after the last fault. Default 120 s. */
+  /**
+   * How long to wait for the drain after the last fault. Default 300 s: a
+   * RabbitMQ quorum delay level retries a hop left unconfirmed by a broker
+   * fault after 180 s (`dead_letter_worker_publisher_confirm_timeout`).
+   */
   readonly drainTimeoutMs?: number;
-  /** Stop waiting for the drain when nothing was handled or dead-lettered for this long. Default 30 s. */
+  /** Stop waiting for the drain when nothing was handled or dead-lettered for this long. Default 200 s (past that 180 s hop retry). */
   readonly stallMs?: number;
   readonly log: (line: string) => void;
 }
@@ -76,7 +80,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     }
     context.lastFaultAt ??= Date.now();
     await Promise.all(context.producers.map((p) => p.exited));
-    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 120_000, options.stallMs ?? 30_000);
+    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 300_000, options.stallMs ?? 200_000);
     await context.stopWorkers();
     const failedSends = context.failedSends().length;
     if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);

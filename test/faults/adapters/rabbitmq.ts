@@ -87,7 +87,9 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const harness = openSpec(spec('harness')) as RabbitMqTransport;
     // Depths come from the broker itself, over a connection of the harness's own, not through the transport under test.
     const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
-    const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(n));
+    // The delay levels, and the quorum levels' unroutable queue (copies whose work queue was gone when they came back).
+    const { unroutable } = harness.topology;
+    const levels = [...Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(n)), ...(unroutable ? [unroutable] : [])];
     return {
       label,
       queue,
