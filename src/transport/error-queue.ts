@@ -60,4 +60,15 @@ export interface ErrorQueueOperations {
   delete(errorQueue: string, key: string): Promise<boolean>;
   /** Removes every entry; resolves how many. */
   purge(errorQueue: string): Promise<number>;
+  /**
+   * Moves up to `limit` of the oldest entries no consumer holds to another
+   * store: reads them, waits for `store(entries)` to resolve, then removes
+   * exactly those entries; when `store` rejects nothing is removed. Resolves
+   * how many entries were handed to `store`. An entry removed by someone else
+   * meanwhile is handed over all the same (the other store keys entries, so
+   * it keeps one). Present where reading a queue has no side effects (SQLite):
+   * the error store's ingester then moves entries in bulk instead of
+   * consuming them one by one.
+   */
+  drain?(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number>;
 }

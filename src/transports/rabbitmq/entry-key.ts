@@ -12,22 +12,14 @@
  * option, nor `#`, which starts a comment) and use no character a shell
  * treats specially.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Message } from 'amqplib';
 import { HEADER } from '../../headers/names.js';
+import { derivedEntryKey, ENTRY_ID } from '../../operations/entry-key.js';
 import type { Headers } from '../../transport/types.js';
 import { decodeHeaders, deriveMessageId, headerValueToString } from './wire-headers.js';
 
-/**
- * What an entry id read from the wire must look like to be used as a key:
- * 1 to 128 letters, digits and `.`, `_`, `:`, `-`, starting with a letter or
- * digit. A UUID matches; a derived key never does (it contains `#`), so the
- * two kinds cannot collide.
- */
-const ENTRY_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
-/** A message id short and plain enough to appear in a derived key as it is: up to 200 shell-safe characters, starting with a letter or digit. */
-const PLAIN_ID = /^[A-Za-z0-9][A-Za-z0-9._:@+=,/-]{0,199}$/;
+export { derivedEntryKey };
 
 /**
  * The headers of an error-queue copy: `headers` with a new entry id first
@@ -45,29 +37,6 @@ export function entryIdOf(rawHeaders: unknown): string | undefined {
   if (typeof rawHeaders !== 'object' || rawHeaders === null || !Object.hasOwn(rawHeaders, HEADER.entryId)) return undefined;
   const value = headerValueToString((rawHeaders as Record<string, unknown>)[HEADER.entryId]);
   return value !== undefined && ENTRY_ID.test(value) ? value : undefined;
-}
-
-/**
- * The key of an entry without an entry id: `<message id>#<16 hex>`, the hex
- * a SHA-256 of the message id, the headers (sorted by name) and the body; or
- * `_#<16 hex>` when the message id is not plain enough to show in a key
- * (spaces, quotes, control characters, over 200 characters). Two entries
- * with the same id, headers and body share the key; they are
- * indistinguishable, and an operation on the key acts on the oldest.
- */
-export function derivedEntryKey(messageId: string, headers: Readonly<Headers>, body: Uint8Array): string {
-  const hash = createHash('sha256');
-  hash.update(messageId);
-  for (const key of Object.keys(headers).sort()) {
-    hash.update('\0');
-    hash.update(key);
-    hash.update('\0');
-    hash.update(headers[key]!);
-  }
-  hash.update('\0\0');
-  hash.update(body);
-  const digest = hash.digest('hex').slice(0, 16);
-  return PLAIN_ID.test(messageId) ? `${messageId}#${digest}` : `_#${digest}`;
 }
 
 /** A message's id as a delivery of it would have it: its `messageId`, or one derived from body and headers. */

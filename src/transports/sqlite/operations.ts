@@ -55,6 +55,8 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #errorDepths: Database.Statement<[{ now: number }], DepthRow>;
   readonly #names: Database.Statement<[], { name: string; kind: string }>;
   readonly #sendBack: (queue: string, seq: number, options: SendBackOptions) => string | undefined;
+  readonly #unheld: Database.Statement<[string, number, number], ErrorRow>;
+  readonly #deleteRows: (queue: string, seqs: readonly number[]) => number;
 
   constructor(db: Database.Database, clock: Clock, busyTimeoutMs: number, onQueued: (queue: string, dueAt: number) => void) {
     this.#db = db;
@@ -73,6 +75,10 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
       'INSERT INTO messages (queue, id, body, headers, visible_at, deliveries, enqueued_at) VALUES (?, ?, ?, ?, ?, 0, ?)',
     );
     this.#kind = db.prepare<[string], string>('SELECT kind FROM queues WHERE name = ?').pluck(true);
+    this.#unheld = db.prepare<[string, number, number], ErrorRow>(
+      'SELECT seq, id, body, headers FROM error_messages WHERE +queue = ? AND NOT (lease IS NOT NULL AND visible_at > ?) ORDER BY seq LIMIT ?',
+    );
+    this.#deleteRows = db.transaction((queue: string, seqs: readonly number[]) => seqs.reduce((n, seq) => n + this.#delete.run(queue, seq).changes, 0));
     const depths = (table: string) =>
       db.prepare<[{ now: number }], DepthRow>(
         `SELECT queue,
@@ -143,6 +149,20 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
       if (changes < PURGE_CHUNK) return deleted;
       await nextTurn();
     }
+  }
+
+  /**
+   * Hands the oldest `limit` entries no consumer holds to `store`, then
+   * deletes those rows in one transaction. See `ErrorQueueOperations.drain`.
+   */
+  async drain(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number> {
+    if (!(Number.isSafeInteger(limit) && limit >= 1)) throw new RangeError(`drain: limit must be a whole number >= 1, got ${limit}`);
+    const rows = this.#unheld.all(errorQueue, this.#clock.now(), limit);
+    if (rows.length === 0) return 0;
+    await store(rows.map((row) => entry(errorQueue, row)));
+    const seqs = rows.map((row) => row.seq);
+    await writeWhenFree(this.#clock, this.#busyTimeoutMs, () => this.#deleteRows(errorQueue, seqs));
+    return rows.length;
   }
 
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {

@@ -1,0 +1,93 @@
+/**
+ * The error store's tables. One row per error-queue entry ever ingested,
+ * keyed by its entry key; operator actions change a row's status instead of
+ * deleting it, so "sent back before" and "failed again after retry" stay
+ * visible. See docs/error-store.md.
+ *
+ * - `entries`: the entry (headers as JSON, body), the failure facts copied
+ *   out of the `redeliver-failure-*` headers into columns the filters use,
+ *   and what operators did with it. `seq` is the order of ingestion and the
+ *   snapshot cut-off of bulk actions; `version` is the store's change
+ *   counter when the row last changed, for live updates.
+ * - `meta`: the change counter.
+ */
+import Database from 'better-sqlite3';
+
+/** Bumped whenever the tables change shape. */
+export const ERROR_STORE_SCHEMA_VERSION = 1;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS entries (
+  seq INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  error_queue TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  original_queue TEXT NOT NULL,
+  endpoint TEXT NOT NULL,
+  host TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  error_name TEXT NOT NULL,
+  message TEXT NOT NULL,
+  top_frame TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  failed_at INTEGER NOT NULL,
+  ingested_at INTEGER NOT NULL,
+  replay_count INTEGER NOT NULL,
+  headers TEXT NOT NULL,
+  body BLOB NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted')),
+  retried_count INTEGER NOT NULL DEFAULT 0,
+  last_retried_at INTEGER,
+  last_retried_by TEXT,
+  retried_to TEXT,
+  outcome TEXT CHECK (outcome IN ('handled', 'failed-again')),
+  outcome_at INTEGER,
+  claim TEXT,
+  claim_until INTEGER,
+  version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_time ON entries (status, failed_at);
+CREATE INDEX IF NOT EXISTS entries_by_group ON entries (status, signature, failed_at);
+CREATE INDEX IF NOT EXISTS entries_by_queue ON entries (error_queue, status, failed_at);
+CREATE INDEX IF NOT EXISTS entries_by_message ON entries (message_id);
+CREATE INDEX IF NOT EXISTS entries_by_version ON entries (version);
+
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('version', 0);
+`;
+
+/**
+ * Opens (creating if needed) an error store file: WAL mode, full
+ * durability (an ingested entry is acknowledged to its broker only after
+ * the commit, so the commit must survive a power cut), a short synchronous
+ * busy wait, and the schema.
+ */
+export function openStoreDatabase(path: string, syncBusyWaitMs: number): Database.Database {
+  const db = new Database(path, { timeout: 5_000 });
+  try {
+    if (path !== ':memory:') db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    if (db.pragma('user_version', { simple: true }) !== ERROR_STORE_SCHEMA_VERSION) {
+      db.transaction(() => {
+        const version = db.pragma('user_version', { simple: true }) as number;
+        if (version > ERROR_STORE_SCHEMA_VERSION) {
+          throw new Error(`ErrorStore: ${path} has schema version ${version}, newer than this redeliver's ${ERROR_STORE_SCHEMA_VERSION}; upgrade redeliver`);
+        }
+        const tables = db.prepare<[], { name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table'`).all().map((t) => t.name);
+        if (version === 0 && tables.length > 0 && !tables.includes('entries')) {
+          throw new Error(`ErrorStore: ${path} is a SQLite file of something else (tables: ${tables.slice(0, 5).join(', ')}); name a new file for the error store`);
+        }
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${ERROR_STORE_SCHEMA_VERSION}`);
+      }).immediate();
+    }
+    db.pragma(`busy_timeout = ${syncBusyWaitMs}`);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
