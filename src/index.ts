@@ -50,3 +50,12 @@ export type {
 export { isDeliveryGone, type DeliveryGone } from './transport/delivery-gone.js';
 export type { ErrorEntry, ErrorQueueOperations, SendBackOptions, BrowseOptions } from './transport/error-queue.js';
 export { SendBackRefusedError, isSendBackRefused, type SendBackRefusal } from './operations/send-back-destination.js';
+export {
+  encodeReplayOutcome,
+  decodeReplayOutcome,
+  replayOutcomeId,
+  ReplayOutcomeError,
+  REPLAY_OUTCOME_LIMITS,
+  type ReplayOutcome,
+  type ReplayOutcomeSource,
+} from './operations/replay-outcome.js';

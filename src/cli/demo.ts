@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, rmSync } from 'node:fs';
 import { linear } from '../backoff/linear.js';
 import { Endpoint } from '../endpoint/endpoint.js';
 import { HEADER } from '../headers/names.js';
@@ -8,7 +6,8 @@ import { UnrecoverableError } from '../policy/errors.js';
 import { Producer } from '../producer/producer.js';
 import { seededRandom } from '../time/random.js';
 import { SqliteTransport } from '../transports/sqlite/index.js';
-import type { Delivery } from '../transport/types.js';
+import type { ErrorEntry } from '../transport/error-queue.js';
+import { UsageError } from './open-transport.js';
 
 /** Options of the demo. */
 export interface DemoOptions {
@@ -16,7 +15,11 @@ export interface DemoOptions {
   messages: number;
   /** Scale applied to the delayed-retry delays (10, 20, 30 s). Default 0.05: 0.5, 1 and 1.5 s. */
   delayScale: number;
-  /** The SQLite file. Default a new file in a temporary folder, removed afterwards. */
+  /**
+   * The SQLite file, kept afterwards for the CLI and the dashboard. Default
+   * {@link DEMO_FILE} in the current folder, replaced (with its `-wal` and
+   * `-shm` files) when it exists. A file named here must not exist yet.
+   */
   file?: string | undefined;
   /** Where progress goes. */
   out: NodeJS.WriteStream;
@@ -31,6 +34,9 @@ interface Order {
   amount: number;
 }
 
+/** The demo's file when none is named: in the current folder, ignored by git. */
+export const DEMO_FILE = 'redeliver-demo.db';
+
 /**
  * A few thousand orders through an endpoint on a SQLite file. The payment
  * service they call goes down for two seconds; a handful of orders are
@@ -39,8 +45,8 @@ interface Order {
  */
 export async function runDemo(options: DemoOptions): Promise<number> {
   const { out } = options;
-  const dir = options.file ? undefined : mkdtempSync(join(tmpdir(), 'redeliver-demo-'));
-  const file = options.file ?? join(dir!, 'demo.db');
+  const file = options.file ?? DEMO_FILE;
+  const replaced = options.file === undefined ? removeDemoFile(file) : refuseExisting(file);
   const random = seededRandom(7);
   const transport = new SqliteTransport({ path: file });
   const producer = new Producer<Order>({ transport });
@@ -72,7 +78,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     },
   });
 
-  out.write(`redeliver demo: ${options.messages} orders through an endpoint on ${file}\n`);
+  out.write(`redeliver demo: ${options.messages} orders through an endpoint on ${file}${replaced ? ` (replaced the ${file} of an earlier run)` : ''}\n`);
   out.write(`the payment service is down from ${outage.from / 1000} s to ${outage.to / 1000} s; ${poison.size + buggy.size} orders are poison\n`);
   out.write(`delayed retries are scaled by ${options.delayScale}: ${[1, 2, 3].map((n) => `${(n * 10 * options.delayScale).toFixed(1)} s`).join(', ')} instead of 10, 20, 30 s\n\n`);
 
@@ -104,25 +110,47 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   const s = endpoint.stats;
   out.write(`summary: ${s.handled} handled, ${s.immediateRetries} immediate retries, ${s.delayedRetries} delayed retries, ${s.deadLettered} moved to the error queue, in ${((Date.now() - started) / 1000).toFixed(1)} s\n\n`);
-  const dead = await peek(transport, 'error', s.deadLettered);
-  out.write(`error queue (${dead.length}):\n`);
-  for (const d of dead.slice(0, 8)) {
-    const h = d.headers;
-    out.write(`  ${d.id.padEnd(14)} ${(h[HEADER.failureReason] ?? '').padEnd(18)} after ${h[HEADER.failureAttempts]} attempt(s): ${h[HEADER.failureErrorName]}: ${h[HEADER.failureMessage]}\n`);
+  const entries = await transport.errorQueue.browse('error', { limit: 100 });
+  out.write(`error queue (${await transport.errorQueue.count('error')}):\n`);
+  for (const e of entries.slice(0, 8)) {
+    const h = e.headers;
+    out.write(`  ${e.messageId.padEnd(14)} ${(h[HEADER.failureReason] ?? '').padEnd(18)} after ${h[HEADER.failureAttempts]} attempt(s): ${h[HEADER.failureErrorName]}: ${h[HEADER.failureMessage]}\n`);
   }
   await transport.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  out.write(`\nthe demo's messages stay in ${file}; next:\n`);
+  for (const line of nextCommands(file, poisonEntry(entries))) out.write(`  ${line}\n`);
   return s.handled + s.deadLettered === total ? 0 : 1;
 }
 
-/** Reads up to `count` messages of a queue and gives them back untouched. */
-async function peek(transport: SqliteTransport, queue: string, count: number): Promise<Delivery[]> {
-  const seen: Delivery[] = [];
-  if (count === 0) return seen;
-  const sub = await transport.consume(queue, (d) => void seen.push(d), { prefetch: count });
-  for (let waited = 0; seen.length < count && waited < 5_000; waited += 20) await new Promise((r) => setTimeout(r, 20));
-  await sub.pause();
-  for (const d of seen) await d.release();
-  await sub.close();
-  return seen.sort((a, b) => a.id.localeCompare(b.id));
+/** The commands to try on the demo's file; `errors show` with the key of `entry` when there is one. */
+export function nextCommands(file: string, entry: ErrorEntry | undefined): string[] {
+  const target = shellWord(file);
+  return [
+    `npx redeliver errors list ${target}`,
+    `npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}`,
+    `npx redeliver dashboard ${target}`,
+  ];
+}
+
+/** An entry that failed on a poison order (one of the demo's own errors), else the first. */
+function poisonEntry(entries: readonly ErrorEntry[]): ErrorEntry | undefined {
+  return entries.find((e) => e.headers[HEADER.failureErrorName] === 'ValidationError') ?? entries[0];
+}
+
+/** `word` as one shell word: as it is when it needs no quoting, otherwise in single quotes. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Removes the demo file of an earlier run and its `-wal` and `-shm` files; resolves whether there was one. */
+function removeDemoFile(file: string): boolean {
+  const existed = existsSync(file);
+  for (const path of [file, `${file}-wal`, `${file}-shm`]) rmSync(path, { force: true });
+  return existed;
+}
+
+/** A file named with `--file` that exists is refused: the demo never writes into a database it did not make. */
+function refuseExisting(file: string): false {
+  if (existsSync(file)) throw new UsageError(`${file} already exists; the demo writes a new file: name one that does not exist, or leave out --file to use ${DEMO_FILE} in the current folder`);
+  return false;
 }

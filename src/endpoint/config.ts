@@ -11,7 +11,7 @@ import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
 import type { CustomPolicy, EndpointOptions, Handler } from './options.js';
-import { duration, fn, nonEmpty, OptionError, wholeNumber } from './validate.js';
+import { duration, fn, nonEmpty, OptionError, queueName, wholeNumber } from './validate.js';
 
 /** Endpoint options after validation, with every default filled in. */
 export interface EndpointConfig<T> {
@@ -36,6 +36,7 @@ export interface EndpointConfig<T> {
   readonly random: Random;
   readonly logger: Logger;
   readonly host: string;
+  readonly replayOutcomeQueue: string | undefined;
 }
 
 /** `concurrency`, which is the endpoint's prefetch, checked against the transport's largest prefetch. */
@@ -60,9 +61,11 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
   if (!Array.isArray(unrecoverable) || unrecoverable.some((c) => typeof c !== 'function')) {
     throw new OptionError('recoverability.unrecoverable must be an array of error classes');
   }
+  const queue = options.queue === undefined ? name : nonEmpty('queue', options.queue);
+  const errorQueue = r.errorQueue === undefined ? DEFAULTS.errorQueue : nonEmpty('recoverability.errorQueue', r.errorQueue);
   return {
     name,
-    queue: options.queue === undefined ? name : nonEmpty('queue', options.queue),
+    queue,
     transport,
     handler: fn<Handler<T>>('handler', options.handler),
     concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
@@ -72,7 +75,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
     delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),
     maxDelayMs: duration('recoverability.maxDelayMs', r.maxDelayMs ?? DEFAULTS.maxDelayMs),
-    errorQueue: r.errorQueue === undefined ? DEFAULTS.errorQueue : nonEmpty('recoverability.errorQueue', r.errorQueue),
+    errorQueue,
     isUnrecoverable: unrecoverableClassifier(
       unrecoverable as readonly ErrorClass[],
       r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
@@ -85,5 +88,14 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     random: options.random === undefined ? systemRandom : fn<Random>('random', options.random),
     logger: options.logger ?? silentLogger,
     host: options.host ?? hostname(),
+    replayOutcomeQueue: options.replayOutcomeQueue === undefined ? undefined : outcomeQueue(options.replayOutcomeQueue, queue, errorQueue),
   };
+}
+
+/** The outcome queue: a queue name other than the endpoint's own queue and its error queue. */
+function outcomeQueue(value: unknown, queue: string, errorQueue: string): string {
+  const name = queueName('replayOutcomeQueue', value);
+  if (name === queue) throw new OptionError(`replayOutcomeQueue must not be the endpoint's own queue '${queue}': the endpoint would consume its own records`);
+  if (name === errorQueue) throw new OptionError(`replayOutcomeQueue must not be the error queue '${errorQueue}'`);
+  return name;
 }

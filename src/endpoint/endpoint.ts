@@ -3,6 +3,8 @@ import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
 import { TypedEmitter } from '../events.js';
+import { HEADER } from '../headers/names.js';
+import { encodeReplayOutcome } from '../operations/replay-outcome.js';
 import { FlowController, type DeferReason, type FlowState } from '../flow/controller.js';
 import type { FailureContext } from '../policy/context.js';
 import { deadLetter, type Decision } from '../policy/decision.js';
@@ -71,6 +73,8 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly #settlementBackoff = connectionBackoff();
   readonly #stopping = new AbortController();
   readonly #flow: FlowController;
+  /** Outcome records being sent, to name in the log when the stop timeout leaves some behind. */
+  #outcomeSends = 0;
   #subscription: Promise<Subscription> | undefined;
   #state: State = 'idle';
   #stopped: Promise<void> | undefined;
@@ -184,7 +188,12 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       this.#track(this.#settle(delivery, 'release', () => delivery.release()).then(() => this.#admission.left()));
     }
     this.#stopping.abort(new Error(`endpoint ${this.config.name} is stopping`));
-    if (!(await this.#drain(timeoutMs))) await this.#releaseUnfinished(timeoutMs);
+    if (!(await this.#drain(timeoutMs))) {
+      if (this.#outcomeSends > 0) {
+        this.#logger.warn({ outcomeQueue: this.config.replayOutcomeQueue, pending: this.#outcomeSends, timeoutMs }, `redeliver: ${this.#outcomeSends} outcome record(s) were still being sent to queue '${this.config.replayOutcomeQueue}' when the stop timeout of ${formatDelay(timeoutMs)} passed; stopping without waiting for them`);
+      }
+      await this.#releaseUnfinished(timeoutMs);
+    }
     try {
       await subscription?.close();
     } catch (error) {
@@ -425,9 +434,45 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       if (await this.#settle(delivery, 'ack', () => delivery.ack())) {
         this.#stats.handled++;
         this.emit('handled', { messageId: delivery.id, queue: delivery.queue, attempt: attempts, durationMs: config.clock.monotonic() - startedAt });
+        this.#reportReplayOutcome(delivery);
       }
       return true;
     }
+  }
+
+  /**
+   * After a replayed message was acknowledged: when `replayOutcomeQueue` is
+   * set, sends its outcome record there, once, without holding the
+   * message's slot. A send that fails is logged and emitted; the message
+   * stays handled. `stop` waits for the sends under way, within its timeout.
+   */
+  #reportReplayOutcome(delivery: Delivery): void {
+    const outcomeQueue = this.config.replayOutcomeQueue;
+    if (outcomeQueue === undefined || !Object.prototype.hasOwnProperty.call(delivery.headers, HEADER.replayCount)) return;
+    const { id: messageId, queue } = delivery;
+    const replayCount = replayCountOf(delivery.headers[HEADER.replayCount]);
+    if (replayCount === undefined) {
+      this.#logger.warn(
+        { messageId, queue, outcomeQueue },
+        `redeliver: message '${messageId}' has a malformed ${HEADER.replayCount} header (${JSON.stringify(String(delivery.headers[HEADER.replayCount]).slice(0, 40))}); no outcome record sent`,
+      );
+      return;
+    }
+    const send = async () => {
+      try {
+        const record = encodeReplayOutcome({ kind: 'handled', messageId, replayCount, queue, endpoint: this.config.name, at: new Date(this.config.clock.now()).toISOString() });
+        await this.config.transport.send(outcomeQueue, record);
+      } catch (error) {
+        const summary = summarizeError(error);
+        this.#logger.warn(
+          { err: error, messageId, queue, outcomeQueue, replayCount },
+          `redeliver: could not send the outcome record of replayed message '${messageId}' to queue '${outcomeQueue}': ${summary.name}: ${summary.message}; the message was handled, the record is not sent again`,
+        );
+        this.emit('replayOutcomeFailed', { messageId, queue, outcomeQueue, replayCount, error });
+      }
+    };
+    this.#outcomeSends++;
+    this.#track(send(), () => this.#outcomeSends--);
   }
 
   /** Whether flow control should not count the error as a failure; a predicate that throws counts as unrecoverable (the policy sends the message to the error queue). */
@@ -665,6 +710,13 @@ function requeueOptions(options: unknown): RequeueOptions {
   }
   if (backoff !== undefined && typeof backoff !== 'boolean') throw new RangeError(`requeue: backoff must be a boolean, got ${typeof backoff}`);
   return { ...(delayMs === undefined ? {} : { delayMs }), ...(backoff === undefined ? {} : { backoff }) };
+}
+
+/** A `redeliver-replay-count` value as a whole number of at least 1, or undefined when it is not one. */
+function replayCountOf(value: string | undefined): number | undefined {
+  if (typeof value !== 'string' || !/^[0-9]{1,15}$/.test(value)) return undefined;
+  const count = Number(value);
+  return count >= 1 ? count : undefined;
 }
 
 function nextRound(failure: FailureContext, delayMs: number): RetryState {

@@ -31,6 +31,12 @@ export interface EndpointEvents extends FlowEvents {
    * - `redelivered`: the delivery is gone (or could not be released): the broker delivers it again by itself.
    */
   settlementFailed: SettlementFailedEvent;
+  /**
+   * The outcome record of a handled replayed message could not be sent to
+   * `replayOutcomeQueue` (logged at warn). The message itself was handled
+   * and acknowledged; the record is not sent again.
+   */
+  replayOutcomeFailed: { messageId: string; queue: string; outcomeQueue: string; replayCount: number; error: unknown };
 }
 
 /** The common fields of failure events. */

@@ -84,4 +84,13 @@ export interface EndpointOptions<T> {
   logger?: Logger;
   /** The host name recorded in failure headers. Default `os.hostname()`. */
   host?: string;
+  /**
+   * Where to report what became of messages an operator sent back from an
+   * error queue: after such a message (one with `redeliver-replay-count`) is
+   * handled and acked, the endpoint sends a small outcome record to this
+   * queue, which `redeliver errors ingest` reads to tell a canary replay it
+   * succeeded. Must not be the endpoint's queue or its error queue.
+   * Default undefined: no records are sent.
+   */
+  replayOutcomeQueue?: string;
 }

@@ -29,6 +29,18 @@ export function nonEmpty(name: string, value: unknown): string {
   return value;
 }
 
+/**
+ * A queue name: 1 to 255 bytes of UTF-8 (the most RabbitMQ accepts) with no
+ * control characters.
+ */
+export function queueName(name: string, value: unknown): string {
+  const text = nonEmpty(name, value);
+  if (Buffer.byteLength(text, 'utf8') > 255 || /[\u0000-\u001f\u007f]/.test(text)) {
+    throw new OptionError(`${name} must be a queue name of 1 to 255 bytes without control characters, got ${describe(value)}`);
+  }
+  return text;
+}
+
 /** A function. */
 export function fn<F>(name: string, value: unknown): F {
   if (typeof value !== 'function') throw new OptionError(`${name} must be a function, got ${describe(value)}`);

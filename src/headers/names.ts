@@ -48,6 +48,11 @@ export const HEADER = {
    * `errors show`, `retry` and `delete`. A new copy gets a new id.
    */
   entryId: 'redeliver-entry-id',
+  /**
+   * On an outcome record an endpoint sends after handling a replayed message
+   * (see `replayOutcomeQueue`): what became of it, such as `handled`.
+   */
+  outcome: 'redeliver-outcome',
 } as const;
 
 /** Every header name redeliver writes starts with this. */

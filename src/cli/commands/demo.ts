@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { runDemo } from '../demo.js';
+import { DEMO_FILE, runDemo } from '../demo.js';
 
 export function registerDemo(program: Command): void {
   program
@@ -7,7 +7,7 @@ export function registerDemo(program: Command): void {
     .description('send a few thousand messages through an endpoint on a SQLite file, with an outage and some poison messages')
     .option('-n, --messages <count>', 'messages to send', wholeNumber, 3000)
     .option('--delay-scale <factor>', 'scale of the delayed-retry delays (10, 20, 30 s)', positive, 0.05)
-    .option('--file <path>', 'SQLite file to use (default: a temporary file, removed afterwards)')
+    .option('--file <path>', `SQLite file to create and keep; must not exist yet (default: ${DEMO_FILE} in the current folder, replaced if it exists)`)
     .action(async (opts: { messages: number; delayScale: number; file?: string }) => {
       process.exitCode = await runDemo({ ...opts, out: process.stdout });
     });

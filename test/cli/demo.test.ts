@@ -1,0 +1,85 @@
+/**
+ * `redeliver demo` leaves its SQLite file for the CLI and the dashboard:
+ * `redeliver-demo.db` in the current folder by default (an earlier one is
+ * replaced), or a new file named with `--file`, and ends with the commands
+ * to try next, whose `errors show` key names a real entry.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cli, sqlite, tempFolder } from './support.js';
+
+const folder = tempFolder();
+afterAll(() => folder.cleanup());
+
+const main = resolve('src/cli/main.ts');
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+/** Runs the real `redeliver demo` process in `cwd`. */
+function demo(cwd: string, args: readonly string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, ['--import', tsx, main, 'demo', ...args], { cwd, encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
+      done({ status: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The three lines after `next:`. */
+function nextLines(stdout: string): string[] {
+  const at = stdout.indexOf('next:\n');
+  expect(at).toBeGreaterThan(0);
+  return stdout.slice(at + 'next:\n'.length).trimEnd().split('\n').map((l) => l.trim());
+}
+
+describe('redeliver demo', () => {
+  it('keeps redeliver-demo.db in the current folder, names it, and replaces it on the next run', async () => {
+    const cwd = folder.path('default');
+    mkdirSync(cwd);
+    const first = await demo(cwd, ['--messages', '40']);
+    expect(first.stderr).toBe('');
+    expect(first.status).toBe(0);
+    expect(first.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on redeliver-demo\.db\n/);
+    expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(true);
+
+    const [list, show, dashboard] = nextLines(first.stdout);
+    expect(list).toBe('npx redeliver errors list redeliver-demo.db');
+    expect(dashboard).toBe('npx redeliver dashboard redeliver-demo.db');
+    const key = /^npx redeliver errors show redeliver-demo\.db (\S+)$/.exec(show!)?.[1];
+    expect(key).toBeDefined();
+    const shown = await cli(['errors', 'show', join(cwd, 'redeliver-demo.db'), key!]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+    expect(shown.stdout).toContain('ValidationError: order 17 has a negative amount (-5)');
+
+    writeFileSync(join(cwd, 'redeliver-demo.db-wal'), 'left over from a crash');
+    const second = await demo(cwd, ['--messages', '40']);
+    expect(second.status).toBe(0);
+    expect(second.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on redeliver-demo\.db \(replaced the redeliver-demo\.db of an earlier run\)\n/);
+    const transport = sqlite(join(cwd, 'redeliver-demo.db'));
+    try {
+      const entries = await transport.errorQueue.browse('error');
+      expect(entries.map((e) => e.messageId).sort()).toEqual(['order-17', 'order-garbled']);
+    } finally {
+      await transport.close();
+    }
+  });
+
+  it('writes a new file named with --file, and refuses one that exists', async () => {
+    const cwd = folder.path('named');
+    mkdirSync(cwd);
+    const file = folder.path('my demo.db');
+    const run = await demo(cwd, ['--messages', '20', '--file', file]);
+    expect(run.status).toBe(0);
+    expect(existsSync(file)).toBe(true);
+    expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
+    expect(nextLines(run.stdout)[0]).toBe(`npx redeliver errors list '${file}'`);
+
+    const again = await demo(cwd, ['--messages', '20', '--file', file]);
+    expect(again.status).toBe(2);
+    expect(again.stderr).toContain(`${file} already exists; the demo writes a new file`);
+    expect(again.stdout).toBe('');
+  });
+});
