@@ -5,6 +5,7 @@
  * each (by entry key), so nothing is lost and nothing is stored twice.
  */
 import { silentLogger, type Logger } from '../logger.js';
+import { decodeReplayOutcome, type ReplayOutcome } from '../operations/replay-outcome.js';
 import { systemClock, type Clock } from '../time/clock.js';
 import type { Delivery, Subscription, Transport } from '../transport/types.js';
 import type { ErrorStore } from './store.js';
@@ -17,6 +18,11 @@ export interface IngesterOptions {
   readonly store: ErrorStore;
   /** The error queues to ingest. Default `['error']`. */
   readonly errorQueues?: readonly string[];
+  /**
+   * The queue endpoints report replay outcomes to (their `replayOutcomeQueue`):
+   * its records mark sent-back entries `handled`. Default none.
+   */
+  readonly outcomeQueue?: string;
   /** Entries committed in one transaction at most; also the consumer's prefetch per queue. Default 500. */
   readonly batchSize?: number;
   /** The longest an entry waits for its batch to fill before the batch is committed, ms. Default 50. */
@@ -35,6 +41,10 @@ export interface IngesterStats {
   duplicates: number;
   /** Earlier sent-back entries marked `failed-again` because their message came back. */
   failedAgain: number;
+  /** Outcome records read that marked an entry handled. */
+  handled: number;
+  /** Outcome records that could not be read (logged and dropped: they are redeliver's own, never a user's message). */
+  badOutcomes: number;
   /** Transactions committed. */
   batches: number;
   /** Commits that failed and were tried again. */
@@ -54,10 +64,12 @@ const MAX_COMMIT_BACKOFF_MS = 5_000;
  * one batch at a time, in arrival order.
  */
 export class Ingester {
-  readonly stats: IngesterStats = { stored: 0, duplicates: 0, failedAgain: 0, batches: 0, commitFailures: 0, ackFailures: 0 };
+  readonly stats: IngesterStats = { stored: 0, duplicates: 0, failedAgain: 0, handled: 0, badOutcomes: 0, batches: 0, commitFailures: 0, ackFailures: 0 };
   readonly #transport: Transport;
   readonly #store: ErrorStore;
   readonly #queues: readonly string[];
+  readonly #outcomeQueue: string | undefined;
+  #outcomes: Promise<void> = Promise.resolve();
   readonly #batchSize: number;
   readonly #flushMs: number;
   readonly #clock: Clock;
@@ -76,6 +88,10 @@ export class Ingester {
     this.#transport = options.transport;
     this.#store = options.store;
     this.#queues = [...new Set(options.errorQueues ?? ['error'])];
+    this.#outcomeQueue = options.outcomeQueue;
+    if (this.#outcomeQueue !== undefined && (typeof this.#outcomeQueue !== 'string' || this.#outcomeQueue === '' || this.#queues.includes(this.#outcomeQueue))) {
+      throw new RangeError('Ingester: outcomeQueue must name a queue that is not one of the error queues');
+    }
     this.#batchSize = options.batchSize ?? 500;
     this.#flushMs = options.flushMs ?? 50;
     this.#clock = options.clock ?? systemClock;
@@ -99,6 +115,9 @@ export class Ingester {
       for (const queue of this.#queues) {
         if (drain) this.#drainers.push(this.#drainLoop(queue, drain));
         else this.#subscriptions.push(await this.#transport.consume(queue, (delivery) => this.#onDelivery(delivery), { prefetch: this.#batchSize }));
+      }
+      if (this.#outcomeQueue !== undefined) {
+        this.#subscriptions.push(await this.#transport.consume(this.#outcomeQueue, (delivery) => this.#onOutcome(delivery), { prefetch: 50 }));
       }
     } catch (error) {
       await this.stop();
@@ -135,7 +154,7 @@ export class Ingester {
     this.#stopping.abort();
     await Promise.allSettled([...this.#subscriptions.map((s) => s.close()), ...this.#drainers]);
     this.#flush();
-    await this.#committing;
+    await Promise.all([this.#committing, this.#outcomes]);
     this.#state = 'stopped';
   }
 
@@ -165,6 +184,46 @@ export class Ingester {
       if (moved > 0) this.#lastActivity = this.#clock.monotonic();
       else await this.#clock.sleep(DRAIN_POLL_MS, this.#stopping.signal).catch(() => undefined);
     }
+  }
+
+  /** Records one outcome (after the records before it), then acknowledges it; a record that cannot be read is logged and dropped. */
+  #onOutcome(delivery: Delivery): void {
+    this.#lastActivity = this.#clock.monotonic();
+    this.#inFlight++;
+    this.#outcomes = this.#outcomes
+      .then(async () => {
+        let outcome: ReplayOutcome;
+        try {
+          outcome = decodeReplayOutcome(delivery);
+        } catch (error) {
+          this.stats.badOutcomes++;
+          this.#logger.warn({ err: error, queue: delivery.queue, messageId: delivery.id }, 'error store: dropped a replay outcome record that could not be read');
+          await delivery.ack();
+          return;
+        }
+        for (let tries = 0; ; tries++) {
+          try {
+            this.stats.handled += await this.#store.recordHandled([outcome.messageId]);
+            break;
+          } catch (error) {
+            if (this.#state !== 'running') {
+              await delivery.release();
+              return;
+            }
+            this.stats.commitFailures++;
+            this.#logger.error({ err: error, messageId: outcome.messageId }, 'error store: could not record a replay outcome; trying again');
+            await this.#clock.sleep(Math.min(100 * 2 ** tries, MAX_COMMIT_BACKOFF_MS), this.#stopping.signal).catch(() => undefined);
+          }
+        }
+        await delivery.ack();
+      })
+      .catch((error: unknown) => {
+        this.stats.ackFailures++;
+        this.#logger.warn({ err: error, messageId: delivery.id }, 'error store: a replay outcome record could not be acknowledged; it comes back and changes nothing twice');
+      })
+      .finally(() => {
+        this.#inFlight--;
+      });
   }
 
   #onDelivery(delivery: Delivery): void {

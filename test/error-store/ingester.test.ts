@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ingester } from '../../src/error-store/ingester.js';
 import { ErrorStore } from '../../src/error-store/store.js';
+import { encodeReplayOutcome } from '../../src/operations/replay-outcome.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { recordingLogger } from '../support/recording-logger.js';
 import { deadLetter, failureHeaders, scratchDir } from './support.js';
@@ -85,6 +86,30 @@ describe('Ingester', () => {
     expect(await transport.errorQueue.count('error')).toBe(0);
     expect(logger.lines.some((r) => r.level === 'error' && /trying again/.test(r.message))).toBe(true);
   }, 20_000);
+
+  it('marks sent-back entries handled from the outcome records endpoints send, and drops records it cannot read', async () => {
+    const { transport, store } = setup();
+    await deadLetter(transport, 'orders', 'error', messages(3));
+    const logger = recordingLogger();
+    const first = new Ingester({ transport, store, batchSize: 10 });
+    await first.start();
+    await first.untilIdle({ idleMs: 100, pollMs: 50 });
+    await first.stop();
+    const keys = store.search().entries.map((e) => e.key);
+    await store.claim(keys, 'op', Date.now() + 60_000);
+    for (const key of keys) await store.markRetried(key, 'op', { queue: 'orders', by: 'test' });
+    await transport.send('outcomes', encodeReplayOutcome({ kind: 'handled', messageId: 'm1', replayCount: 1, queue: 'orders', endpoint: 'orders', at: new Date().toISOString() }));
+    await transport.send('outcomes', { id: 'junk', body: Buffer.from('not json'), headers: {} });
+    const ingester = new Ingester({ transport, store, outcomeQueue: 'outcomes', logger });
+    await ingester.start();
+    while (ingester.stats.handled + ingester.stats.badOutcomes < 2) await new Promise((r) => setTimeout(r, 20));
+    await ingester.stop();
+    expect(ingester.stats).toMatchObject({ handled: 1, badOutcomes: 1 });
+    expect(store.search({ status: 'retried' }).entries.filter((e) => e.outcome === 'handled').map((e) => e.messageId)).toEqual(['m1']);
+    expect(logger.lines.some((l) => l.level === 'warn' && /outcome record/.test(l.message))).toBe(true);
+    expect((await transport.inspection.queueDepths(['outcomes']))[0]!.ready).toBe(0);
+    expect(() => new Ingester({ transport, store, outcomeQueue: 'error' })).toThrow(/outcomeQueue/);
+  });
 
   it('validates its options', () => {
     const { transport, store } = setup();
