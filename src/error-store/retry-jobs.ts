@@ -342,7 +342,7 @@ class JobRun {
         unsent = keys.filter((key) => claimed.has(key));
         while (unsent.length > 0 && !this.#halted()) {
           if (this.#canary) {
-            const reason = await this.#canary.beforeSend(() => this.#flush(), this.#signal);
+            const reason = await this.#canary.beforeSend(() => this.#settle(), this.#signal);
             if (reason !== undefined) {
               this.#stop(reason);
               break;
@@ -431,6 +431,12 @@ class JobRun {
       )
       .finally(() => this.#inFlight.delete(sending));
     this.#inFlight.add(sending);
+  }
+
+  /** Waits for the sends in flight and records them. */
+  async #settle(): Promise<void> {
+    await Promise.all(this.#inFlight);
+    await this.#flush();
   }
 
   /** Gives back claims on entries this run will not send. */
