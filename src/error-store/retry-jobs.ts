@@ -138,6 +138,14 @@ interface StoredOptions {
 
 type Result = NonNullable<RetryJobItem['result']>;
 
+/** The jobs of a store, newest first; `limit` default 50, at most 1000. Needs no transport. */
+export function listRetryJobs(store: ErrorStore, options: { limit?: number } = {}): RetryJobView[] {
+  const limit = options.limit ?? 50;
+  if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1_000)) throw new RangeError('limit must be a whole number from 1 to 1000');
+  ensureRetryTables(store.database);
+  return store.database.prepare<[number], JobRow>('SELECT * FROM retry_jobs ORDER BY created_at DESC, id DESC LIMIT ?').all(limit).map(viewOf);
+}
+
 /** Retry jobs on one error store, sending back through one transport. */
 export class RetryJobs {
   readonly #store: ErrorStore;
@@ -211,9 +219,7 @@ export class RetryJobs {
 
   /** Jobs, newest first; `limit` default 50. */
   list(options: { limit?: number } = {}): RetryJobView[] {
-    const limit = options.limit ?? 50;
-    if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1_000)) throw new RangeError('limit must be a whole number from 1 to 1000');
-    return this.#store.database.prepare<[number], JobRow>('SELECT * FROM retry_jobs ORDER BY created_at DESC, id DESC LIMIT ?').all(limit).map(viewOf);
+    return listRetryJobs(this.#store, options);
   }
 
   /** What happened to each entry of a job, in snapshot order: `limit` (default 1000) after `afterSeq`. */
@@ -354,11 +360,11 @@ class JobRun {
           await this.#send(key);
           if (this.#canary || this.#confirmedCount + this.#results.length >= CHUNK) await this.#flush();
         }
-        await Promise.all(this.#inFlight);
+        // Sends stay in flight across chunks; only the claims this run will not use are given back.
         await this.#release(unsent);
         unsent = [];
-        await this.#flush();
       }
+      await this.#settle();
     } catch (error) {
       if (!this.#signal?.aborted) throw error;
     } finally {

@@ -12,6 +12,7 @@ import { UsageError } from '../open-transport.js';
 import { InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
 import { isSendBackRefused } from '../../operations/send-back-destination.js';
+import { addStoreRetryOptions, registerStoreCommands, storeRetry, type StoreRetryOptions } from './errors-store.js';
 import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
@@ -90,7 +91,7 @@ export function registerErrors(program: Command): void {
       });
     });
 
-  queueOption(
+  addStoreRetryOptions(queueOption(
     errors
       .command('retry')
       .description('send messages back to the queue they failed on (or --to another), with a fresh retry state')
@@ -103,8 +104,9 @@ export function registerErrors(program: Command): void {
     .option('--allow-queue <queue>', 'send only to this queue; repeat for more (default: any existing work queue)', (value: string, previous: string[] | undefined) =>
       collect(queueName(value), previous),
     )
-    .option('--json', 'print the summary as JSON')
-    .action(async (target: string, key: string | undefined, opts: RetryOptions, command: Command) => {
+    .option('--json', 'print the summary as JSON'))
+    .action(async (target: string, key: string | undefined, opts: RetryOptions & StoreRetryOptions, command: Command) => {
+      if (opts.store !== undefined) return storeRetry(command, target, key, opts);
       const selection = selectionOf(key, opts);
       if (opts.to !== undefined && opts.to === opts.errorQueue) throw new UsageError(`--to ${opts.to} is the error queue itself; name a work queue`);
       if (opts.to !== undefined && opts.allowQueue !== undefined && !opts.allowQueue.includes(opts.to)) {
@@ -143,6 +145,8 @@ export function registerErrors(program: Command): void {
     .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
       await withErrorQueue(command, target, (ops, _transport, io) => exportErrors(ops, opts, io));
     });
+
+  registerStoreCommands(errors);
 }
 
 async function withErrorQueue(
