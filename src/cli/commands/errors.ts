@@ -12,7 +12,7 @@ import { UsageError } from '../open-transport.js';
 import { InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
 import { isSendBackRefused } from '../../operations/send-back-destination.js';
-import { addStoreRetryOptions, registerStoreCommands, storeRetry, type StoreRetryOptions } from './errors-store.js';
+import { addStoreRetryOptions, registerStoreCommands, storeRetry, type StoreRetryOptions } from './errors-store-retry.js';
 import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
