@@ -9,9 +9,12 @@ import type { Transport } from '../../transport/types.js';
 import { allKeys, checkKey, checkSignature, pages, scanGroups } from '../error-scan.js';
 import { indent, multiLine, oneLine, plural, previewBody, shortTime, table, truncate, utf8 } from '../format.js';
 import { UsageError } from '../open-transport.js';
+import { STORE_HELP, storeFile } from '../store-session.js';
 import { InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
 import { isSendBackRefused } from '../../operations/send-back-destination.js';
+import { registerIngest } from './errors-ingest.js';
+import { runOnStore, storeOptions, type EntryRenderers, type ShowExtra } from './errors-store.js';
 import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
@@ -56,19 +59,22 @@ type Selection = { kind: 'key'; key: string } | { kind: 'group'; signature: stri
 export function registerErrors(program: Command): void {
   const errors = program
     .command('errors')
-    .description('read, send back, delete and export the messages in an error queue');
+    .description('read, send back, delete and export the messages in an error queue, in place or from the error store');
+  const renderers: EntryRenderers = { showEntry, exportLine };
 
   const queueOption = (command: Command) =>
     command.option('--error-queue <name>', 'the error queue to work on', queueName, 'error');
 
-  queueOption(
-    errors
-      .command('list')
-      .description('group the messages of an error queue by failure signature, largest group first')
-      .argument('[target]', OPTIONAL_TARGET_HELP),
+  storeOptions(
+    queueOption(
+      errors
+        .command('list')
+        .description('group the messages of an error queue by failure signature, largest group first')
+        .argument('[target]', OPTIONAL_TARGET_HELP),
+    ).option('--json', 'print JSON for scripts'),
   )
-    .option('--json', 'print JSON for scripts')
     .action(async (target: string | undefined, opts: QueueOptions, command: Command) => {
+      if (await runOnStore(command, [target], renderers)) return;
       await withErrorQueue(command, target, (ops, _transport, io) => listErrors(ops, target, opts, io));
     });
 
@@ -76,12 +82,15 @@ export function registerErrors(program: Command): void {
     errors
       .command('show')
       .description('show one message: failure, stack, attempt history, headers and body')
-      .argument('<target>', TARGET_HELP)
-      .argument('<key>', 'the entry key, as errors list --json prints it'),
+      .argument('[target]', `${TARGET_HELP} (none with --store)`)
+      .argument('[key]', 'the entry key, as errors list --json prints it'),
   )
     .option('--body-bytes <bytes>', 'bytes of the body to show', byteCount, 4096)
     .option('--json', 'print JSON for scripts')
-    .action(async (target: string, key: string, opts: ShowOptions, command: Command) => {
+    .option('--store <file>', STORE_HELP, storeFile)
+    .action(async (target: string | undefined, key: string | undefined, opts: ShowOptions, command: Command) => {
+      if (await runOnStore(command, [target, key], renderers)) return;
+      if (target === undefined || key === undefined) throw new UsageError('name the entry: errors show <target> <key>, or errors show --store <file> <key>');
       await withErrorQueue(command, target, async (ops, transport, io) => {
         checkKey(transport, key);
         const entry = await ops.get(opts.errorQueue, key);
@@ -113,18 +122,21 @@ export function registerErrors(program: Command): void {
       await withErrorQueue(command, target, (ops, transport, io) => retryErrors(ops, transport, selection, opts, io));
     });
 
-  queueOption(
-    errors
-      .command('delete')
-      .description('remove messages from the error queue for good')
-      .argument('<target>', TARGET_HELP)
-      .argument('[key]', 'the entry key of one message'),
+  storeOptions(
+    queueOption(
+      errors
+        .command('delete')
+        .description('remove messages from the error queue (or the error store) for good')
+        .argument('[target]', `${TARGET_HELP} (none with --store)`)
+        .argument('[key]', 'the entry key of one message'),
+    )
+      .option('--group <signature>', 'every message with this failure signature (needs --yes)')
+      .option('--all', 'every message in the error queue (needs --yes)')
+      .option('--yes', 'confirm deleting a group or the whole queue')
+      .option('--json', 'print the summary as JSON'),
   )
-    .option('--group <signature>', 'every message with this failure signature (needs --yes)')
-    .option('--all', 'every message in the error queue (needs --yes)')
-    .option('--yes', 'confirm deleting a group or the whole queue')
-    .option('--json', 'print the summary as JSON')
-    .action(async (target: string, key: string | undefined, opts: DeleteOptions, command: Command) => {
+    .action(async (target: string | undefined, key: string | undefined, opts: DeleteOptions, command: Command) => {
+      if (await runOnStore(command, [target, key], renderers)) return;
       const selection = selectionOf(key, opts);
       if (selection.kind !== 'key' && !opts.yes) {
         const what = selection.kind === 'all' ? `every message in '${opts.errorQueue}'` : `every message of group ${selection.signature}`;
@@ -133,16 +145,20 @@ export function registerErrors(program: Command): void {
       await withErrorQueue(command, target, (ops, transport, io) => deleteErrors(ops, transport, selection, opts, io));
     });
 
-  queueOption(
-    errors
-      .command('export')
-      .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
-      .argument('[target]', OPTIONAL_TARGET_HELP),
+  storeOptions(
+    queueOption(
+      errors
+        .command('export')
+        .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
+        .argument('[target]', OPTIONAL_TARGET_HELP),
+    ).option('--out <file>', 'write to this file instead of stdout'),
   )
-    .option('--out <file>', 'write to this file instead of stdout')
     .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
+      if (await runOnStore(command, [target], renderers)) return;
       await withErrorQueue(command, target, (ops, _transport, io) => exportErrors(ops, opts, io));
     });
+
+  registerIngest(errors);
 }
 
 async function withErrorQueue(
@@ -221,7 +237,7 @@ function groupJson(g: FailureGroup) {
 
 // ---------------------------------------------------------------- show
 
-async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promise<void> {
+async function showEntry(entry: ErrorEntry, opts: { bodyBytes: number; json?: boolean }, io: CliIo, extra?: ShowExtra): Promise<void> {
   const h = entry.headers;
   const get = (name: string) => (Object.prototype.hasOwnProperty.call(h, name) && typeof h[name] === 'string' ? h[name]! : '');
   const signature = signatureOf(h);
@@ -240,6 +256,7 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
       failure: readFailureFacts(h),
 
       history,
+      ...extra?.json,
       headers: Object.fromEntries(headerNames.map((name) => [name, h[name]!])),
       body,
     };
@@ -275,7 +292,7 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
     );
     lines.push(indent(rows.join('\n')));
   }
-  lines.push('', 'headers');
+  lines.push('', ...(extra?.lines ?? []), 'headers');
   for (const name of headerNames) lines.push(`  ${oneLine(name)}: ${truncate(oneLine(h[name]!), 200)}`);
   const size = `${plural(body.size, 'byte')}${body.truncated ? `, first ${body.shownBytes} shown` : ''}`;
   lines.push('', `body (${body.encoding === 'utf8' ? 'UTF-8' : 'binary, hex'}, ${size})`);
@@ -497,7 +514,7 @@ async function exportErrors(ops: ErrorQueueOperations, opts: ExportOptions, io: 
   if (signal.aborted) throw new InterruptedError(`interrupted after ${plural(exported, 'entry', 'entries')}; the export is incomplete`);
 }
 
-function exportLine(entry: ErrorEntry): ExportLine {
+export function exportLine(entry: ErrorEntry): ExportLine {
   const text = utf8(entry.body);
   return {
     key: entry.key,
