@@ -51,6 +51,7 @@ CREATE INDEX IF NOT EXISTS entries_by_group ON entries (status, signature, faile
 CREATE INDEX IF NOT EXISTS entries_by_queue ON entries (error_queue, status, failed_at);
 CREATE INDEX IF NOT EXISTS entries_by_message ON entries (message_id);
 CREATE INDEX IF NOT EXISTS entries_by_version ON entries (version);
+CREATE INDEX IF NOT EXISTS entries_retried ON entries (signature, outcome) WHERE retried_count > 0;
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
