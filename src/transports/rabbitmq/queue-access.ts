@@ -180,6 +180,12 @@ export class PassiveChannel {
   }
 }
 
+/** Counters of the `basic.get` requests of error-queue operations. */
+export interface ReadStats {
+  /** `basic.get` requests sent, the last empty one of a read included. */
+  reads: number;
+}
+
 /**
  * Takes messages off the head of one queue with `basic.get` (manual ack) on
  * a private channel, and holds them until they are acked or given back.
@@ -201,6 +207,7 @@ export class QueueReader {
     readonly queue: string,
     private readonly maxScan: number,
     private readonly operation: string,
+    private readonly stats: ReadStats | undefined,
   ) {
     this.#channel = channel;
     this.#guard = guard;
@@ -210,11 +217,15 @@ export class QueueReader {
   }
 
   /** Opens a reader of `queue` on a new channel of `session`. */
-  static async open(session: Session, queue: string, options: { clock: Clock; timeoutMs: number; maxScan: number; operation: string }): Promise<QueueReader> {
+  static async open(
+    session: Session,
+    queue: string,
+    options: { clock: Clock; timeoutMs: number; maxScan: number; operation: string; stats?: ReadStats },
+  ): Promise<QueueReader> {
     const guard = new ReplyGuard(options.clock, options.timeoutMs);
     try {
       const channel = await quietChannel(session, guard, options.operation);
-      return new QueueReader(channel, guard, queue, options.maxScan, options.operation);
+      return new QueueReader(channel, guard, queue, options.maxScan, options.operation, options.stats);
     } catch (error) {
       guard.stop();
       throw error;
@@ -238,6 +249,7 @@ export class QueueReader {
       throw new ScanLimitError(this.queue, this.maxScan, this.operation);
     }
     let message: GetMessage | false;
+    if (this.stats) this.stats.reads++;
     try {
       message = await this.#guard.request(this.operation, this.#channel.get(this.queue, { noAck: false }));
     } catch (error) {
@@ -273,6 +285,16 @@ export class QueueReader {
   }
 
   /**
+   * Acknowledges (removes) `message`, keeping the others held. The broker
+   * confirms nothing: {@link finish} resolves true once every ack is done.
+   * Throws when the channel closed (the broker gave the message back).
+   */
+  ack(message: GetMessage): void {
+    if (this.#closed) throw new Error(`rabbitmq: the channel reading '${this.queue}' closed before the message could be removed`);
+    this.#channel.ack(message);
+  }
+
+  /**
    * Acknowledges (removes) `message` and closes the channel. Resolves once
    * the broker has answered the close, which it does only after it handled
    * the ack: then the message is gone for sure. Rejects when that cannot be
@@ -291,15 +313,27 @@ export class QueueReader {
 
   /** Gives back every message still held, in their original order, and closes the channel. Never throws. */
   async release(): Promise<void> {
+    await this.finish();
+  }
+
+  /**
+   * Gives back every message still held, in their original order, and
+   * closes the channel. Resolves true once the broker answered the close,
+   * which it does only after every earlier ack and nack on the channel;
+   * false when that cannot be known (the channel or connection closed
+   * first, or no answer in time: the broker then gives back whatever was
+   * not acked yet). Never throws.
+   */
+  async finish(): Promise<boolean> {
     try {
-      if (!this.#closed) {
-        this.#closed = true;
-        // One nack for everything still held (delivery tag 0, multiple): back in their places.
-        this.#channel.nackAll(true);
-        await this.#guard.request(`give back the messages read from '${this.queue}'`, this.#channel.close());
-      }
+      if (this.#closed) return false;
+      this.#closed = true;
+      // One nack for everything still held (delivery tag 0, multiple): back in their places.
+      this.#channel.nackAll(true);
+      await this.#guard.request(`give back the messages read from '${this.queue}'`, this.#channel.close());
+      return true;
     } catch {
-      // The channel or connection is gone: the broker has given the messages back itself.
+      return false;
     } finally {
       this.#guard.stop();
     }
