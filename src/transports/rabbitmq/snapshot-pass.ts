@@ -26,12 +26,25 @@ export interface SnapshotPassOptions {
 export class SnapshotPass {
   #read = 0;
   #endedEarly = false;
+  #snapshot: number;
 
   private constructor(
     readonly reader: QueueReader,
-    /** Messages the queue held, ready, when the pass began. */
-    readonly snapshot: number,
-  ) {}
+    snapshot: number,
+  ) {
+    this.#snapshot = snapshot;
+  }
+
+  /**
+   * Messages the queue held, ready, when the pass began: the depth a
+   * passive declaration reported, or the depth the first `basic.get` found
+   * when that is larger. Messages another reader just gave back reach the
+   * queue's count a moment after that reader's channel closed, and the
+   * later of the two readings misses fewer of them.
+   */
+  get snapshot(): number {
+    return this.#snapshot;
+  }
 
   /**
    * Reads the queue's depth on `passive`, then opens the pass on a channel
@@ -54,17 +67,18 @@ export class SnapshotPass {
    * empty first: another reader held them (or took them for good).
    */
   get unseen(): number {
-    return this.#endedEarly ? this.snapshot - this.#read : 0;
+    return this.#endedEarly ? this.#snapshot - this.#read : 0;
   }
 
   /** The next message of the snapshot, held; undefined once the snapshot is read or the queue is empty. */
   async next(): Promise<GetMessage | undefined> {
-    if (this.#endedEarly || this.#read >= this.snapshot) return undefined;
+    if (this.#endedEarly || this.#read >= this.#snapshot) return undefined;
     const message = await this.reader.next();
     if (!message) {
       this.#endedEarly = true;
       return undefined;
     }
+    if (this.#read === 0) this.#snapshot = Math.max(this.#snapshot, message.fields.messageCount + 1);
     this.#read++;
     return message;
   }
