@@ -136,12 +136,14 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues in one pass', () => {
     let started = Date.now();
     const listed = await cli(['errors', 'list', RABBITMQ_URL, ...args, '--json'], { openTransport: kept(t) });
     const listMs = Date.now() - started;
+    expect(listed.stderr).toBe('');
     expect(listed.code).toBe(0);
     expect(JSON.parse(listed.stdout).total).toBe(8_000);
 
     started = Date.now();
     const exported = await cli(['errors', 'export', RABBITMQ_URL, ...args], { openTransport: kept(t) });
     const exportMs = Date.now() - started;
+    expect(exported.stderr).toBe('');
     expect(exported.code).toBe(0);
     expect(exported.stdout.trimEnd().split('\n')).toHaveLength(8_000);
 
