@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { ErrorStore } from '../../src/error-store/store.js';
 import { Ingester } from '../../src/error-store/ingester.js';
+import { RetryJobs } from '../../src/error-store/retry-jobs.js';
 import type { StoredGroup } from '../../src/error-store/types.js';
 import { utf8 } from '../../src/operations/body-preview.js';
 import type { Transport } from '../../src/transport/types.js';
@@ -57,6 +58,35 @@ export function timeFirstPage(path: string): number {
   } finally {
     store.close();
   }
+}
+
+/**
+ * Sends back every failed entry of one failure group to `queue`, at an
+ * unlimited rate, with a retry job on a store opened for it; checks that
+ * the job sent `expected` entries and that `queue` holds them.
+ */
+export async function timeRetryGroup(transport: Transport, path: string, signature: string, queue: string, expected: number): Promise<number> {
+  const before = await readyIn(transport, queue);
+  const started = performance.now();
+  const store = ErrorStore.open(path);
+  let seconds: number;
+  try {
+    const jobs = new RetryJobs({ store, transport });
+    const job = await jobs.create({ filter: { signature } }, { by: 'bench', to: queue });
+    const done = await jobs.run(job.id);
+    seconds = secondsSince(started);
+    if (done.state !== 'done' || done.sent !== expected) throw new Error(`the retry job ended ${done.state} with ${done.sent} of ${expected} sent (${JSON.stringify(done)})`);
+  } finally {
+    store.close();
+  }
+  const received = (await readyIn(transport, queue)) - before;
+  if (received !== expected) throw new Error(`${queue} received ${received} messages, expected ${expected}`);
+  return seconds;
+}
+
+async function readyIn(transport: Transport, queue: string): Promise<number> {
+  const [depth] = await transport.inspection!.queueDepths([queue]);
+  return depth!.ready;
 }
 
 /** Lines written to the file at a time. */
