@@ -137,6 +137,8 @@ export class MemoryTransport implements Transport {
         inFlight: [...(this.#subscriptions.get(queue) ?? [])].reduce((n, sub) => n + sub.unsettled, 0),
       }));
     },
+    queueKinds: async (queues) =>
+      new Map(queues.map((queue) => [queue, this.#errorQueues.has(queue) ? 'error' : this.#ready.has(queue) || this.#subscriptions.has(queue) ? 'work' : 'missing'])),
   };
 
   /** The entries the queue holds when the scan begins, oldest first, a page at a time; one removed meanwhile is left out. */
