@@ -9,26 +9,21 @@ import { editRequestId } from '../../error-store/edit.js';
 import type { EntryFilter } from '../../error-store/filter.js';
 import { parseRate } from '../../error-store/rate-limiter.js';
 import { listRetryJobs, RetryJobs, type RetryJobView, type RetrySelection } from '../../error-store/retry-jobs.js';
-import { ErrorStore } from '../../error-store/store.js';
 import { oneLine, plural, shortTime, table } from '../format.js';
 import { UsageError } from '../open-transport.js';
 import { InterruptedError, ioOf, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
-import { checkSignature } from '../error-scan.js';
 import { collect, interruption, queueName, TARGET_HELP, withTransport, write } from '../session.js';
+import { addStoreFilterOptions, filterOf, givenFilterFlags, narrows, storeFile, storePath, STORE_HELP, withStore, type FilterOptions } from '../store-session.js';
+import { systemClock } from '../../time/clock.js';
 
 /** The options `errors retry` takes for the store path. */
-export interface StoreRetryOptions {
+export interface StoreRetryOptions extends FilterOptions {
   store?: string;
-  group?: string;
   all?: boolean;
   to?: string;
   allowQueue?: string[];
-  errorName?: string;
-  text?: string;
-  queue?: string;
-  since?: number;
-  until?: number;
+  errorQueue?: string;
   rate?: number;
   canary?: boolean;
   resume?: string;
@@ -36,35 +31,43 @@ export interface StoreRetryOptions {
   json?: boolean;
 }
 
-/** Adds the store options to the `errors retry` command. */
+/** Adds `--store`, the store filters and the retry-job options to the `errors retry` command. */
 export function addStoreRetryOptions(command: Command): Command {
-  return command
-    .option('--store <file>', 'retry from this error store (an ingester fills it) instead of reading the error queue')
-    .option('--error-name <name>', 'with --store: entries whose error has this name')
-    .option('--text <text>', 'with --store: entries whose error message, error name, message id or key contains this')
-    .option('--queue <queue>', 'with --store: entries that failed on this queue', queueName)
-    .option('--since <time>', 'with --store: entries that failed at or after this time (ISO 8601)', timeOption)
-    .option('--until <time>', 'with --store: entries that failed before this time (ISO 8601)', timeOption)
+  return addStoreFilterOptions(command, false)
     .option('--rate <rate>', 'with --store: sends per second at most: 200/s, 200 or 12000/min (default unlimited)', rateOption)
     .option('--canary', 'with --store: send one entry, wait until it is handled, then speed up; stop by itself when messages fail again')
     .option('--resume <job-id>', 'with --store: continue a retry job that stopped or was interrupted')
     .option('--by <name>', 'with --store: who is retrying, recorded on each entry', 'cli');
 }
 
+/**
+ * Whether `errors retry` works on the store: `--store` given, or
+ * `$REDELIVER_STORE` set. Store-only options without a store are refused.
+ */
+export function retriesFromStore(command: Command): boolean {
+  const io = ioOf(command);
+  if (storePath(command.opts<{ store?: string }>(), io.env ?? process.env) !== undefined) return true;
+  const storeOnly = [...givenFilterFlags(command), ...['--rate', '--canary', '--resume', '--by'].filter((flag) => command.getOptionValueSource(flag.slice(2)) === 'cli')];
+  if (storeOnly.length > 0) throw new UsageError(`${storeOnly.join(', ')} work on the error store only: add --store <file>`);
+  return false;
+}
+
 /** `redeliver errors retry <target> --store errors.db ...`. */
 export async function storeRetry(command: Command, target: string, key: string | undefined, opts: StoreRetryOptions): Promise<void> {
-  const store = openStore(opts.store!);
-  try {
+  const io = ioOf(command);
+  const path = storePath(opts, io.env ?? process.env)!.path;
+  const filter = filterOf(command, opts, systemClock.now());
+  await withStore(command, path, { create: false }, async (store) => {
     await withTransport(command, target, async (transport, io) => {
       const jobs = new RetryJobs({ store, transport });
       let job: RetryJobView;
       if (opts.resume !== undefined) {
-        if (key !== undefined || opts.group !== undefined || opts.all || filterGiven(opts)) throw new UsageError('--resume continues a job as it was created: give no key, group or filter');
+        if (key !== undefined || opts.all || narrows(filter)) throw new UsageError('--resume continues a job as it was created: give no key, --all or filter');
         const found = jobs.get(opts.resume);
-        if (!found) throw new UsageError(`no retry job ${oneLine(opts.resume)} in ${opts.store}; redeliver errors jobs lists them`);
+        if (!found) throw new UsageError(`no retry job ${oneLine(opts.resume)} in ${oneLine(path)}; redeliver errors jobs lists them`);
         job = found;
       } else {
-        job = await jobs.create(selectionOf(key, opts), {
+        job = await jobs.create(selectionOf(key, opts.all === true, filter), {
           by: opts.by ?? 'cli',
           ...(opts.to === undefined ? {} : { to: opts.to }),
           ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
@@ -91,9 +94,7 @@ export async function storeRetry(command: Command, target: string, key: string |
       }
       await report(view, io, opts.json === true);
     });
-  } finally {
-    store.close();
-  }
+  });
 }
 
 /** Registers `errors jobs` and `errors edit`. */
@@ -102,20 +103,18 @@ export function registerStoreCommands(errors: Command): void {
     .command('jobs')
     .description('list the retry jobs of an error store, newest first')
     .argument('[target]', 'the broker the jobs send to (not opened: the jobs are in the store)')
-    .requiredOption('--store <file>', 'the error store')
+    .option('--store <file>', STORE_HELP, storeFile)
     .option('--limit <n>', 'jobs to list', countOption, 20)
     .option('--json', 'print JSON for scripts')
-    .action(async (_target: string, opts: { store: string; limit: number; json?: boolean }, command: Command) => {
-      const store = openStore(opts.store);
-      try {
-        const io = ioOf(command);
+    .action(async (_target: string | undefined, opts: { store?: string; limit: number; json?: boolean }, command: Command) => {
+      await withStore(command, requiredStore(command, opts), { create: false }, async (store, io) => {
         const views = listRetryJobs(store, { limit: opts.limit });
         if (opts.json) {
           await write(io.stdout, `${JSON.stringify(views, null, 2)}\n`);
           return;
         }
         if (views.length === 0) {
-          await write(io.stdout, `no retry jobs in ${opts.store}\n`);
+          await write(io.stdout, `no retry jobs in ${oneLine(store.path)}\n`);
           return;
         }
         const rows = table(
@@ -123,9 +122,7 @@ export function registerStoreCommands(errors: Command): void {
           views.map((v) => [v.id, shortTime(new Date(v.createdAt).toISOString()), v.by, v.state, String(v.total), String(v.sent), String(v.alreadyHandled), String(v.refused), String(v.failed), v.stopReason ?? '']),
         );
         await write(io.stdout, `${rows.join('\n')}\n`);
-      } finally {
-        store.close();
-      }
+      });
     });
 
   errors
@@ -133,7 +130,7 @@ export function registerStoreCommands(errors: Command): void {
     .description('send an edited copy of one stored entry (same message id) and mark the original replaced')
     .argument('<target>', TARGET_HELP)
     .argument('<key>', 'the entry key')
-    .requiredOption('--store <file>', 'the error store')
+    .option('--store <file>', STORE_HELP, storeFile)
     .option('--body-file <file>', 'the new body')
     .option('--set-header <name=value>', 'set a header; repeat for more', (value: string, previous: string[] | undefined) => collect(value, previous))
     .option('--remove-header <name>', 'remove a header; repeat for more', (value: string, previous: string[] | undefined) => collect(value, previous))
@@ -148,10 +145,9 @@ export function registerStoreCommands(errors: Command): void {
       const body = opts.bodyFile === undefined ? undefined : await readFile(opts.bodyFile).catch((error: Error) => {
         throw new UsageError(`cannot read ${opts.bodyFile}: ${error.message}`);
       });
-      const store = openStore(opts.store);
-      try {
+      await withStore(command, requiredStore(command, opts), { create: false }, async (store) => {
         const entry = store.get(key);
-        if (!entry) throw new Error(`no entry ${oneLine(key)} in ${opts.store}`);
+        if (!entry) throw new Error(`no entry ${oneLine(key)} in ${oneLine(store.path)}`);
         let headers: Record<string, string> | undefined;
         if (opts.setHeader !== undefined || opts.removeHeader !== undefined) {
           headers = { ...entry.headers };
@@ -173,14 +169,12 @@ export function registerStoreCommands(errors: Command): void {
           else if (result.duplicate) await write(io.stdout, `this edit of ${oneLine(key)} was sent before (to ${result.sentTo}); nothing sent\n`);
           else await write(io.stdout, `sent the edited copy of ${oneLine(key)} (message ${oneLine(result.messageId)}) to ${result.sentTo}; the original is marked replaced\n`);
         });
-      } finally {
-        store.close();
-      }
+      });
     });
 }
 
 interface EditOptions {
-  store: string;
+  store?: string;
   bodyFile?: string;
   setHeader?: string[];
   removeHeader?: string[];
@@ -213,31 +207,17 @@ async function report(view: RetryJobView, io: CliIo, json: boolean): Promise<voi
   if (view.refused > 0 || view.failed > 0) throw new Error(`retry job ${view.id}: ${plural(view.refused, 'entry was', 'entries were')} refused and ${view.failed} failed; they stay failed in the store`);
 }
 
-function selectionOf(key: string | undefined, opts: StoreRetryOptions): RetrySelection {
-  const given = [key !== undefined, opts.group !== undefined, opts.all === true, filterGiven(opts)].filter(Boolean).length;
-  if (given !== 1) throw new UsageError('name what to retry: one <key>, --group <signature>, --all, or filters (--error-name, --text, --queue, --since, --until)');
-  if (key !== undefined) return { keys: [key] };
-  const filter: EntryFilter = {
-    ...(opts.group === undefined ? {} : { signature: checkSignature(opts.group) }),
-    ...(opts.errorName === undefined ? {} : { errorName: opts.errorName }),
-    ...(opts.text === undefined ? {} : { text: opts.text }),
-    ...(opts.queue === undefined ? {} : { originalQueue: opts.queue }),
-    ...(opts.since === undefined ? {} : { since: opts.since }),
-    ...(opts.until === undefined ? {} : { until: opts.until }),
-  };
-  return { filter };
+function selectionOf(key: string | undefined, all: boolean, filter: EntryFilter): RetrySelection {
+  const given = [key !== undefined, all, narrows(filter)].filter(Boolean).length;
+  if (given !== 1) throw new UsageError('name what to retry: one <key>, --all, or filters (--group, --error-name, --reason, --text, --queue, --endpoint, --since, --until)');
+  if (filter.status !== undefined && filter.status !== 'failed') throw new UsageError('a retry sends back failed entries only');
+  return key !== undefined ? { keys: [key] } : { filter };
 }
 
-function filterGiven(opts: StoreRetryOptions): boolean {
-  return [opts.errorName, opts.text, opts.queue, opts.since, opts.until].some((v) => v !== undefined);
-}
-
-function openStore(path: string): ErrorStore {
-  try {
-    return ErrorStore.open(path);
-  } catch (error) {
-    throw new UsageError(`cannot open the error store ${path}: ${(error as Error).message}`);
-  }
+function requiredStore(command: Command, opts: { store?: string }): string {
+  const found = storePath(opts, ioOf(command).env ?? process.env);
+  if (!found) throw new UsageError('name the error store: --store <file> (or set $REDELIVER_STORE)');
+  return found.path;
 }
 
 function rateOption(value: string): number {
@@ -246,12 +226,6 @@ function rateOption(value: string): number {
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
-}
-
-function timeOption(value: string): number {
-  const at = Date.parse(value);
-  if (!Number.isFinite(at) || at < 0) throw new InvalidArgumentError('expected a time such as 2026-11-23T09:00:00Z');
-  return at;
 }
 
 function countOption(value: string): number {
