@@ -366,7 +366,11 @@ class JobRun {
       }
       await this.#settle();
     } catch (error) {
-      if (!this.#signal?.aborted) throw error;
+      // An abort ends the run as paused; anything else (the store locked beyond its busy timeout) stops it with the reason.
+      if (!this.#signal?.aborted) {
+        this.#context.logger.error({ job: this.#id, err: error }, 'retry job stopped');
+        this.#stop(`${messageOf(error)}; resume the job when this is fixed`);
+      }
     } finally {
       await Promise.allSettled(this.#inFlight);
       await this.#release(unsent).catch(() => undefined);
