@@ -44,7 +44,10 @@ describe.skipIf(Boolean(skip))('retry jobs to RabbitMQ', () => {
     const seconds = (performance.now() - started) / 1_000;
     console.log(`retry jobs to RabbitMQ: ${N} entries sent by two jobs in ${seconds.toFixed(2)} s (${Math.round(N / seconds)}/s); alice ${doneA.sent}, bob ${doneB.sent}`);
     expect(doneA.sent + doneB.sent).toBe(N);
-    expect(doneA.refused + doneB.refused).toBe(5);
+    // A refused entry is given back (still failed), so the other job may find and refuse it too.
+    expect(doneA.refused + doneB.refused).toBeGreaterThanOrEqual(5);
+    expect(doneA.refused + doneB.refused).toBeLessThanOrEqual(10);
+    expect(doneB.sent + doneB.alreadyHandled + doneB.refused).toBe(N + 5);
     expect(doneA.sent + doneA.alreadyHandled + doneA.refused).toBe(N + 5);
     expect(jobA.snapshotSeq).toBe(N + 5);
     // The missing destination was refused, never created.
