@@ -291,6 +291,8 @@ class JobRun {
   readonly #canary: CanaryController | undefined;
   readonly #kinds = new Map<string, QueueKind>();
   readonly #inFlight = new Set<Promise<void>>();
+  /** Wakes the sender waiting for a free slot. */
+  #slotFreed: (() => void) | undefined;
   /** Confirmed sends not yet recorded, by destination. */
   #confirmed = new Map<string, string[]>();
   #confirmedCount = 0;
@@ -404,7 +406,7 @@ class JobRun {
 
   /** Starts one send (waiting while {@link MAX_IN_FLIGHT} are in flight); refusals are recorded at once. */
   async #send(key: string): Promise<void> {
-    while (this.#inFlight.size >= MAX_IN_FLIGHT) await Promise.race(this.#inFlight);
+    while (this.#inFlight.size >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (this.#slotFreed = resolve));
     const { store, transport, clock } = this.#context;
     const entry = store.get(key);
     if (!entry) {
@@ -439,7 +441,11 @@ class JobRun {
           }
         },
       )
-      .finally(() => this.#inFlight.delete(sending));
+      .finally(() => {
+        this.#inFlight.delete(sending);
+        this.#slotFreed?.();
+        this.#slotFreed = undefined;
+      });
     this.#inFlight.add(sending);
   }
 
