@@ -23,7 +23,7 @@ export interface IngesterOptions {
    * its records mark sent-back entries `handled`. Default none.
    */
   readonly outcomeQueue?: string;
-  /** Entries committed in one transaction at most; also the consumer's prefetch per queue. Default 500. */
+  /** Entries committed in one transaction at most. Consumers prefetch twice as many per queue, so the next batch fills while one commits. Default 500. */
   readonly batchSize?: number;
   /** The longest an entry waits for its batch to fill before the batch is committed, ms. Default 50. */
   readonly flushMs?: number;
@@ -114,7 +114,7 @@ export class Ingester {
     try {
       for (const queue of this.#queues) {
         if (drain) this.#drainers.push(this.#drainLoop(queue, drain));
-        else this.#subscriptions.push(await this.#transport.consume(queue, (delivery) => this.#onDelivery(delivery), { prefetch: this.#batchSize }));
+        else this.#subscriptions.push(await this.#transport.consume(queue, (delivery) => this.#onDelivery(delivery), { prefetch: 2 * this.#batchSize }));
       }
       if (this.#outcomeQueue !== undefined) {
         this.#subscriptions.push(await this.#transport.consume(this.#outcomeQueue, (delivery) => this.#onOutcome(delivery), { prefetch: 50 }));

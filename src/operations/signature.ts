@@ -35,9 +35,21 @@ export function normalizeMessage(message: string): string {
 
 /** The first `at ...` line of a stack, without line and column numbers. */
 export function topFrame(stack: string): string {
-  const line = stack.split('\n').find((l) => l.trim().startsWith('at '));
-  if (!line) return '';
+  const line = firstFrameLine(stack);
+  if (line === undefined) return '';
   return line.trim().replace(/:\d+:\d+\)?$/, (m) => (m.endsWith(')') ? ')' : '')).slice(0, 300);
+}
+
+/** The first line of `stack` that starts with `at ` once trimmed, found without splitting the whole stack. */
+function firstFrameLine(stack: string): string | undefined {
+  for (let start = 0; start < stack.length; ) {
+    const end = stack.indexOf('\n', start);
+    const line = stack.slice(start, end === -1 ? stack.length : end);
+    if (line.trim().startsWith('at ')) return line;
+    if (end === -1) return undefined;
+    start = end + 1;
+  }
+  return undefined;
 }
 
 /** The signature of a dead-lettered message, from its failure headers. */

@@ -92,6 +92,15 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues in one pass', () => {
     return (await publish.checkQueue(queue)).messageCount;
   }
 
+  /** Waits (up to a minute) until `queue` counts `n` ready messages again. */
+  async function untilDepth(queue: string, n: number): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while ((await depth(queue)) !== n) {
+      if (Date.now() > deadline) throw new Error(`${queue} did not get back to ${n} ready messages within 60 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   /** Takes every message off `queue` (acking it): their message ids. */
   async function drainIds(queue: string): Promise<string[]> {
     const channel = await admin.createChannel();
@@ -140,6 +149,8 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues in one pass', () => {
     expect(listed.code).toBe(0);
     expect(JSON.parse(listed.stdout).total).toBe(8_000);
 
+    // The broker takes the 8,000 messages given back over a few seconds; an operator's next command comes after that.
+    await untilDepth(errorQueue, 8_000);
     started = Date.now();
     const exported = await cli(['errors', 'export', RABBITMQ_URL, ...args], { openTransport: kept(t) });
     const exportMs = Date.now() - started;
@@ -149,6 +160,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues in one pass', () => {
 
     const signature = JSON.parse(listed.stdout).groups.find((g: { errorName: string }) => g.errorName === 'TimeoutError').signature;
     const readsBefore = t.errorQueue.stats.reads;
+    await untilDepth(errorQueue, 8_000);
     started = Date.now();
     const retried = await cli(['errors', 'retry', RABBITMQ_URL, '--group', signature, ...args, '--json'], { openTransport: kept(t) });
     const retryMs = Date.now() - started;
@@ -218,3 +230,4 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues in one pass', () => {
     expect((await drainIds(queue)).sort()).toEqual(['m-0', 'm-1', 'm-2', 'm-3', 'm-4']);
   });
 });
+
