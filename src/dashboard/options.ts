@@ -1,5 +1,7 @@
 import type { EndpointStats } from '../endpoint/endpoint.js';
 import type { FlowState } from '../flow/controller.js';
+import type { ErrorStore } from '../error-store/store.js';
+import type { Logger } from '../logger.js';
 import type { Clock } from '../time/clock.js';
 import type { Transport } from '../transport/types.js';
 
@@ -14,10 +16,38 @@ export interface DashboardEndpoint {
   readonly running: boolean;
 }
 
+/** How a dashboard in store mode ingests. */
+export interface DashboardIngestOptions {
+  /** The queue endpoints send replay outcomes to. Default none. */
+  readonly outcomeQueue?: string;
+  /** Where the ingester logs failures. Default silent. */
+  readonly logger?: Logger;
+}
+
 /** Options of {@link createDashboard}. */
 export interface DashboardOptions {
-  /** The broker or store whose error queues the dashboard shows. It needs `transport.errorQueue`. Required. */
+  /**
+   * The broker or store whose error queues the dashboard shows. Without
+   * `store` it needs `transport.errorQueue` (the queues are read in place);
+   * with `store` it is where retries are sent. Required.
+   */
   transport: Transport;
+  /**
+   * Serve from this error store instead of reading the error queues in place:
+   * search, filters, paging, failure rates and live updates all come from
+   * the store (see docs/error-store.md). A path opens the file, and
+   * `close()` closes it again; a store passed in stays open. Default none
+   * (in-place mode, for a quick look at small queues).
+   */
+  store?: ErrorStore | string;
+  /**
+   * With `store`: run an ingester in the dashboard process that moves the
+   * `errorQueues` of `transport` into the store; `close()` stops it.
+   * `outcomeQueue` is the queue endpoints send replay outcomes to (their
+   * `replayOutcomeQueue`), default none; `logger` hears why a batch could
+   * not be moved, default silent. Default none (something else ingests).
+   */
+  ingest?: boolean | DashboardIngestOptions;
   /** The error queues to show and act on. The dashboard acts on no other queue. Default `['error']`. */
   errorQueues?: readonly string[];
   /** Endpoints running in this process, whose throughput and flow-control state the dashboard shows. Default none. */
@@ -65,6 +95,10 @@ export interface DashboardOptions {
 /** Dashboard options with every default filled in. */
 export interface DashboardConfig {
   readonly transport: Transport;
+  /** The store given, or undefined in in-place mode. */
+  readonly store: ErrorStore | string | undefined;
+  /** Whether to ingest, and the outcome queue; undefined when not ingesting. */
+  readonly ingest: DashboardIngestOptions | undefined;
   readonly errorQueues: readonly string[];
   readonly endpoints: readonly DashboardEndpoint[];
   readonly token: string | undefined;
@@ -98,7 +132,16 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   if (typeof options !== 'object' || options === null) throw new DashboardOptionError('dashboard options must be an object');
   const { transport } = options;
   if (typeof transport !== 'object' || transport === null) throw new DashboardOptionError('transport is required');
-  if (!transport.errorQueue) throw new DashboardOptionError(`the ${transport.name} transport cannot browse error queues (transport.errorQueue is missing)`);
+  const store = options.store;
+  if (store !== undefined && !(typeof store === 'string' ? store !== '' : typeof store === 'object' && store !== null)) {
+    throw new DashboardOptionError('store must be an ErrorStore or the path of its file');
+  }
+  const ingest = options.ingest === undefined || options.ingest === false ? undefined : options.ingest === true ? {} : options.ingest;
+  if (ingest !== undefined && store === undefined) throw new DashboardOptionError('ingest needs a store to ingest into');
+  if (ingest?.outcomeQueue !== undefined && (typeof ingest.outcomeQueue !== 'string' || ingest.outcomeQueue === '')) {
+    throw new DashboardOptionError('ingest.outcomeQueue must name a queue');
+  }
+  if (store === undefined && !transport.errorQueue) throw new DashboardOptionError(`the ${transport.name} transport cannot browse error queues (transport.errorQueue is missing)`);
   const errorQueues = [...(options.errorQueues ?? ['error'])];
   if (errorQueues.length === 0 || errorQueues.some((q) => typeof q !== 'string' || q === '')) {
     throw new DashboardOptionError('errorQueues must be a non-empty list of queue names');
@@ -120,6 +163,8 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   }
   return {
     transport,
+    store,
+    ingest,
     errorQueues: [...new Set(errorQueues)],
     endpoints: [...(options.endpoints ?? [])],
     token,
