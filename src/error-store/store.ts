@@ -152,11 +152,11 @@ export class ErrorStore {
     );
     this.#failedAgain = db.prepare(
       `UPDATE entries SET outcome = 'failed-again', outcome_at = ?, version = ?
-       WHERE message_id = ? AND status IN ('retried', 'replaced') AND outcome IS NULL`,
+       WHERE message_id = ? AND status IN ('retrying', 'retried', 'replaced') AND outcome IS NULL`,
     );
     this.#handled = db.prepare(
       `UPDATE entries SET outcome = 'handled', outcome_at = ?, version = ?
-       WHERE message_id = ? AND status IN ('retried', 'replaced') AND outcome IS NULL`,
+       WHERE message_id = ? AND status IN ('retrying', 'retried', 'replaced') AND outcome IS NULL`,
     );
     this.#bump = db.prepare<[], number>(`UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value`).pluck(true);
   }
@@ -448,21 +448,37 @@ export class ErrorStore {
 
   /** Records that a claimed entry was sent back (the broker confirmed the copy). Resolves false when the claim was lost meanwhile. */
   async markRetried(key: string, claimant: string, record: RetryRecord, status: 'retried' | 'replaced' = 'retried'): Promise<boolean> {
+    return (await this.markRetriedMany([key], claimant, record, status)).length === 1;
+  }
+
+  /**
+   * Records that claimed entries were sent back, in one transaction;
+   * `within` runs inside it with the keys marked, so a caller's own rows
+   * (a job's progress, an edit) commit together with the entries. Resolves
+   * the keys marked: a key whose claim was lost meanwhile is left out. An
+   * outcome already seen while the entry was `retrying` (a fast consumer) is kept.
+   */
+  async markRetriedMany(
+    keys: readonly string[],
+    claimant: string,
+    record: RetryRecord,
+    status: 'retried' | 'replaced' = 'retried',
+    within?: (marked: readonly string[]) => void,
+  ): Promise<string[]> {
     this.#open();
     const now = this.#clock.now();
-    return (
-      (await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
-        this.#db.transaction(
-          () =>
-            this.#db
-              .prepare(
-                `UPDATE entries SET status = @status, retried_count = retried_count + 1, last_retried_at = @now, last_retried_by = @by,
-                   retried_to = @queue, outcome = NULL, outcome_at = NULL, claim = NULL, claim_until = NULL, version = @version
-                 WHERE key = @key AND status = 'retrying' AND claim = @claimant`,
-              )
-              .run({ key, claimant, now, by: record.by, queue: record.queue, status, version: this.#bump.get()! }).changes,
-        ).immediate(),
-      )) === 1
+    const statement = this.#db.prepare(
+      `UPDATE entries SET status = @status, retried_count = retried_count + 1, last_retried_at = @now, last_retried_by = @by,
+         retried_to = @queue, claim = NULL, claim_until = NULL, version = @version
+       WHERE key = @key AND status = 'retrying' AND claim = @claimant`,
+    );
+    return writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
+      this.#db.transaction(() => {
+        const version = this.#bump.get()!;
+        const marked = keys.filter((key) => statement.run({ key, claimant, now, by: record.by, queue: record.queue, status, version }).changes === 1);
+        within?.(marked);
+        return marked;
+      }).immediate(),
     );
   }
 

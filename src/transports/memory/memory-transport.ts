@@ -132,6 +132,8 @@ export class MemoryTransport implements Transport {
         inFlight: [...(this.#subscriptions.get(queue) ?? [])].reduce((n, sub) => n + sub.unsettled, 0),
       }));
     },
+    queueKinds: async (queues) =>
+      new Map(queues.map((queue) => [queue, this.#errorQueues.has(queue) ? 'error' : this.#ready.has(queue) || this.#subscriptions.has(queue) ? 'work' : 'missing'])),
   };
 
   #entry(queue: string, message: StoredMessage): ErrorEntry {

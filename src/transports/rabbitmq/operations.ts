@@ -29,7 +29,7 @@ import type { GetMessage } from 'amqplib';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
-import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import type { ConnectionManager, Session } from './connection.js';
 import type { QueueDeclarations } from './declarations.js';
 import type { ErrorQueueMarkers } from './error-queue-marker.js';
@@ -312,6 +312,24 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         if (row) out.push(row);
       }
       return out;
+    });
+  }
+
+  /** What each queue is, by passive declarations only; the delay queues count as error queues (never a send-back's destination). */
+  async queueKinds(queues: readonly string[]): Promise<ReadonlyMap<string, QueueKind>> {
+    for (const queue of queues) checkQueueName(queue);
+    const delayQueues = new Set([
+      ...levelQueues(delayTopologyNames(this.#context.options.topologyPrefix, 'quorum')),
+      ...levelQueues(delayTopologyNames(this.#context.options.topologyPrefix, 'classic')),
+      delayTopologyNames(this.#context.options.topologyPrefix, 'quorum').unroutable!,
+    ]);
+    return this.#passive('check queues', async (passive) => {
+      const kinds = new Map<string, QueueKind>();
+      for (const queue of queues) {
+        if ((await passive.queue(queue)) === undefined) kinds.set(queue, 'missing');
+        else kinds.set(queue, delayQueues.has(queue) || (await this.#context.markers.isErrorQueue(passive, queue)) ? 'error' : 'work');
+      }
+      return kinds;
     });
   }
 

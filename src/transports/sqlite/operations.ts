@@ -3,7 +3,7 @@ import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import type { Clock } from '../../time/clock.js';
 import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
-import type { QueueDepth, QueueInspection } from '../../transport/inspection.js';
+import type { QueueDepth, QueueKind, QueueInspection } from '../../transport/inspection.js';
 import { nextTurn, writeWhenFree } from './busy.js';
 import { parseHeaders } from './codec.js';
 
@@ -173,6 +173,13 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     const kinds = new Map(this.#names.all().map((r) => [r.name, r.kind === 'error' ? ('error' as const) : ('work' as const)]));
     const names = queues ?? [...new Set([...kinds.keys(), ...found.keys()])].sort();
     return names.map((queue) => found.get(queue) ?? { queue, kind: kinds.get(queue) ?? 'work', ready: 0, delayed: 0, inFlight: 0 });
+  }
+
+  async queueKinds(queues: readonly string[]): Promise<ReadonlyMap<string, QueueKind>> {
+    return new Map(queues.map((queue) => {
+      const kind = this.#kind.get(queue);
+      return [queue, kind === undefined ? 'missing' : kind === 'error' ? 'error' : 'work'] as const;
+    }));
   }
 }
 
