@@ -20,8 +20,6 @@ export interface DashboardEndpoint {
 export interface DashboardIngestOptions {
   /** The queue endpoints send replay outcomes to. Default none. */
   readonly outcomeQueue?: string;
-  /** Where the ingester logs failures. Default silent. */
-  readonly logger?: Logger;
 }
 
 /** Options of {@link createDashboard}. */
@@ -44,8 +42,8 @@ export interface DashboardOptions {
    * With `store`: run an ingester in the dashboard process that moves the
    * `errorQueues` of `transport` into the store; `close()` stops it.
    * `outcomeQueue` is the queue endpoints send replay outcomes to (their
-   * `replayOutcomeQueue`), default none; `logger` hears why a batch could
-   * not be moved, default silent. Default none (something else ingests).
+   * `replayOutcomeQueue`), default none. Default none (something else
+   * ingests).
    */
   ingest?: boolean | DashboardIngestOptions;
   /** The error queues to show and act on. The dashboard acts on no other queue. Default `['error']`. */
@@ -84,6 +82,8 @@ export interface DashboardOptions {
   allowedQueues?: readonly string[];
   /** Source of time for the per-minute rates and the group cache. Default the system clock. */
   clock?: Clock;
+  /** In store mode: where the ingester and retry jobs log failures. Default silent. */
+  logger?: Logger;
   /** How long computed failure groups are reused before the error queue is read again, in milliseconds. Default 3000. */
   groupCacheMs?: number;
   /** The most error-queue entries read to compute groups; beyond it the page says the groups are partial. Default 100 000. */
@@ -108,6 +108,7 @@ export interface DashboardConfig {
   readonly publicUrl: URL | undefined;
   readonly allowedQueues: readonly string[] | undefined;
   readonly clock: Clock;
+  readonly logger: Logger | undefined;
   readonly groupCacheMs: number;
   readonly maxScan: number;
   readonly bodyPreviewBytes: number;
@@ -173,6 +174,7 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
     publicUrl: options.publicUrl === undefined ? undefined : parsePublicUrl(options.publicUrl),
     allowedQueues,
     clock: options.clock ?? systemClock,
+    logger: options.logger,
     groupCacheMs: whole('groupCacheMs', options.groupCacheMs ?? 3_000, 0),
     maxScan: whole('maxScan', options.maxScan ?? 100_000, 1),
     bodyPreviewBytes: whole('bodyPreviewBytes', options.bodyPreviewBytes ?? 65_536, 16),

@@ -13,6 +13,7 @@ import type { FailureSignature } from '../operations/signature.js';
 import type { Clock } from '../time/clock.js';
 import { ApiError } from './api.js';
 import { SUMMARY_MESSAGE_CHARS } from './groups.js';
+import type { StoreRetries } from './store-retries.js';
 
 /** One entry as the store table lists it. */
 export interface StoreEntryView {
@@ -82,7 +83,7 @@ const CHANGES_PER_POLL = 200;
 const RANGES: Readonly<Record<string, number>> = { hour: 3_600_000, day: 86_400_000 };
 
 /** The POST paths of store mode; each is a state change, guarded like every other. */
-export const STORE_POST_PATHS: ReadonlySet<string> = new Set(['/api/delete']);
+export const STORE_POST_PATHS: ReadonlySet<string> = new Set(['/api/delete', '/api/jobs', '/api/edit-retry']);
 
 /** Reads one request parameter or body field; undefined when absent or empty. */
 type Field = (name: string) => unknown;
@@ -93,6 +94,7 @@ export class StoreApi {
     private readonly store: ErrorStore,
     private readonly clock: Clock,
     private readonly bodyPreviewBytes: number,
+    private readonly retries: StoreRetries,
   ) {}
 
   /** Answers a GET; unknown paths are a 404. */
@@ -112,9 +114,13 @@ export class StoreApi {
           return this.failureRate(field);
         case '/api/changes':
           return this.changes(field);
+        case '/api/jobs':
+          return this.retries.list();
       }
       const match = /^\/api\/entries\/([^/]+)$/.exec(path);
       if (match) return this.entry(decode(match[1]!));
+      const job = /^\/api\/jobs\/([^/]+)$/.exec(path);
+      if (job) return this.retries.get(decode(job[1]!));
       throw new ApiError(404, 'not found');
     });
   }
@@ -124,6 +130,8 @@ export class StoreApi {
     const input = object(body);
     const field: Field = (name) => (Object.hasOwn(input, name) ? input[name] : undefined);
     if (path === '/api/delete') return withRangeErrors(() => this.delete(field));
+    if (path === '/api/jobs') return withRangeErrors(() => this.retries.start(field));
+    if (path === '/api/edit-retry') return this.retries.edit(field);
     throw new ApiError(404, 'not found');
   }
 

@@ -4,9 +4,12 @@
  * together.
  */
 import { Ingester } from '../error-store/ingester.js';
+import { RetryJobs } from '../error-store/retry-jobs.js';
 import { ErrorStore } from '../error-store/store.js';
+import { silentLogger } from '../logger.js';
 import type { DashboardConfig } from './options.js';
 import { STORE_POST_PATHS, StoreApi } from './store-api.js';
+import { StoreRetries } from './store-retries.js';
 
 /** What a dashboard in store mode runs. */
 export interface StoreMode {
@@ -33,7 +36,7 @@ export async function openStoreMode(config: DashboardConfig): Promise<StoreMode>
         store,
         errorQueues: config.errorQueues,
         clock: config.clock,
-        ...(config.ingest.logger === undefined ? {} : { logger: config.ingest.logger }),
+        ...(config.logger === undefined ? {} : { logger: config.logger }),
         ...(config.ingest.outcomeQueue === undefined ? {} : { outcomeQueue: config.ingest.outcomeQueue }),
       });
       await ingester.start();
@@ -42,15 +45,18 @@ export async function openStoreMode(config: DashboardConfig): Promise<StoreMode>
     if (owned) store.close();
     throw error;
   }
+  const logger = config.logger ?? silentLogger;
+  const retries = new StoreRetries(new RetryJobs({ store, transport: config.transport, clock: config.clock, logger }), config.allowedQueues, logger);
   let closed: Promise<void> | undefined;
   return {
     store,
-    api: new StoreApi(store, config.clock, config.bodyPreviewBytes),
+    api: new StoreApi(store, config.clock, config.bodyPreviewBytes, retries),
     postPaths: STORE_POST_PATHS,
     ingester,
     close() {
       closed ??= (async () => {
         try {
+          await retries.close();
           await ingester?.stop();
         } finally {
           if (owned) store.close();

@@ -91,7 +91,7 @@ export function renderStorePage(nonce: string, csrfToken: string): string {
 <dialog id="edit-dialog" data-testid="edit-dialog">
   <h3>Edit and retry <span id="edit-title" class="mono small"></span></h3>
   <label>Body<textarea id="edit-body" rows="12" cols="80" data-testid="edit-body"></textarea></label>
-  <label>Headers (JSON object of names to strings)<textarea id="edit-headers" rows="6" cols="80" data-testid="edit-headers"></textarea></label>
+  <label>Headers (JSON object of names to strings; they replace the entry's headers)<textarea id="edit-headers" rows="6" cols="80" data-testid="edit-headers"></textarea></label>
   <p id="edit-error" class="error-text"></p>
   <div class="actions"><button id="edit-send" type="button" class="primary" data-testid="edit-send">Send</button><button id="edit-cancel" type="button">Cancel</button></div>
 </dialog>
@@ -415,8 +415,9 @@ const STORE_SCRIPT = `
       let j;
       try { j = await api('api/jobs/' + encodeURIComponent(id)); } catch (e) { text.textContent = 'could not read progress: ' + e.message; setTimeout(tick, 2000); return; }
       bar.max = Math.max(1, j.total);
-      bar.value = j.sent + j.failed + j.skipped;
-      text.textContent = j.state + ': sent ' + num(j.sent) + ' of ' + num(j.total) + (j.failed ? ', ' + num(j.failed) + ' failed' : '') + (j.skipped ? ', ' + num(j.skipped) + ' skipped' : '') + (j.error ? ' \\u2014 ' + j.error : '');
+      bar.value = j.sent + j.failed + j.refused + j.alreadyHandled;
+      text.textContent = j.state + ': sent ' + num(j.sent) + ' of ' + num(j.total) + (j.ratePerSecond ? ' at ' + j.ratePerSecond + '/s' : '') + (j.alreadyHandled ? ', ' + num(j.alreadyHandled) + ' already handled' : '')
+        + (j.refused ? ', ' + num(j.refused) + ' refused' : '') + (j.failed ? ', ' + num(j.failed) + ' failed' : '') + (j.error ? ' \\u2014 ' + j.error : '');
       box.dataset.state = j.state;
       if (j.done) { void refreshAll(); return; }
       setTimeout(tick, 1000);
@@ -432,9 +433,9 @@ const STORE_SCRIPT = `
     editRequest = { key: d.entry.key, requestId: crypto.randomUUID() };
     $('edit-title').textContent = d.entry.messageId;
     $('edit-body').value = d.body.text;
-    const own = {};
-    for (const [name, value] of d.headers) if (!name.startsWith('redeliver-')) own[name] = value;
-    $('edit-headers').value = JSON.stringify(own, null, 2);
+    const headers = {};
+    for (const [name, value] of d.headers) headers[name] = value;
+    $('edit-headers').value = JSON.stringify(headers, null, 2);
     $('edit-error').textContent = '';
     $('edit-send').disabled = false;
     $('edit-dialog').showModal();
@@ -450,7 +451,7 @@ const STORE_SCRIPT = `
       const r = await api('api/edit-retry', { key: req.key, requestId: req.requestId, body: $('edit-body').value, headers });
       editRequest = null;
       $('edit-dialog').close();
-      status('Sent the edited message to ' + r.queue + '.');
+      status((r.duplicate ? 'Already sent' : 'Sent') + ' the edited message to ' + r.sentTo + '.');
       closeEntry();
       await refreshAll();
     } catch (e) {

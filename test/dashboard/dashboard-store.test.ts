@@ -159,6 +159,45 @@ describe('dashboard in store mode', () => {
   });
 });
 
+describe('dashboard store mode: retries', () => {
+  it('runs a retry job in the background and refuses a destination that does not exist', async () => {
+    const store = ErrorStore.open(join(dir, 'jobs.db'));
+    const transport = new SqliteTransport({ path: join(dir, 'jobs-transport.db'), pollIntervalMs: 20 });
+    await (await transport.consume('orders', (d) => void d.release(), { prefetch: 1 })).close();
+    await store.ingest([
+      ...[1, 2, 3].map((i) => entry(`o-${i}`, { message: `boom ${i}`, queue: 'orders' })),
+      entry('lost-1', { message: 'nowhere', queue: 'no-such-queue' }),
+    ]);
+    const dashboard = await createDashboard({ transport, store });
+    try {
+      const csrf = await csrfOf(dashboard.url);
+      const post = async (path: string, body: unknown) => {
+        const res = await request(`${dashboard.url}${path}`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify(body) });
+        return { status: res.status, body: res.json() };
+      };
+      const { count, maxSeq } = (await request(`${dashboard.url}api/count?originalQueue=orders`)).json();
+      expect(count).toBe(3);
+      const started = await post('api/jobs', { filter: { originalQueue: 'orders' }, maxSeq, ratePerSecond: 1000 });
+      expect(started).toMatchObject({ status: 200, body: { total: 3, done: false } });
+      await waitFor(async () => (await request(`${dashboard.url}api/jobs/${started.body.id}`)).json().done === true, 10_000, 'the job to finish');
+      expect((await request(`${dashboard.url}api/jobs/${started.body.id}`)).json()).toMatchObject({ state: 'done', sent: 3, total: 3 });
+      expect((await transport.inspection!.queueDepths(['orders']))[0]!.ready).toBe(3);
+
+      const lost = store.search({ text: 'lost-1' }).entries[0]!;
+      const edit = await post('api/edit-retry', { key: lost.key, requestId: 'r-1', body: '{}' });
+      expect(edit.status).toBe(409);
+      expect(edit.body.error).toContain('no-such-queue');
+      expect(store.get(lost.key)!.status).toBe('failed');
+      expect((await post('api/jobs', { filter: { text: 'x' } })).status).toBe(400);
+      expect((await request(`${dashboard.url}api/jobs/no-such-job`)).status).toBe(404);
+    } finally {
+      await dashboard.close();
+      await transport.close();
+      store.close();
+    }
+  });
+});
+
 describe('dashboard store options', () => {
   it('refuses ingest without a store, and a store of the wrong type', async () => {
     const transport = new SqliteTransport({ path: join(dir, 'options.db') });

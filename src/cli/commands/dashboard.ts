@@ -67,7 +67,7 @@ export async function serveDashboard(
   opts: DashboardCommandOptions,
   io: {
     out: NodeJS.WritableStream;
-    /** Where the ingester's warnings and errors go. Default standard error. */
+    /** Where the ingester's and retry jobs' warnings and errors go. Default standard error. */
     err?: NodeJS.WritableStream;
     signal: AbortSignal;
     env: NodeJS.ProcessEnv;
@@ -96,7 +96,8 @@ export async function serveDashboard(
         ...(opts.publicUrl === undefined ? {} : { publicUrl: opts.publicUrl }),
         ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
         ...(opts.store === undefined ? {} : { store: opts.store }),
-        ...(opts.ingest ? { ingest: { logger: stderrLogger(io.err ?? process.stderr), ...(opts.outcomeQueue === undefined ? {} : { outcomeQueue: opts.outcomeQueue }) } } : {}),
+        ...(opts.store === undefined ? {} : { logger: stderrLogger(io.err ?? process.stderr) }),
+        ...(opts.ingest ? { ingest: opts.outcomeQueue === undefined ? true : { outcomeQueue: opts.outcomeQueue } } : {}),
       });
     } catch (error) {
       if (error instanceof DashboardOptionError) throw new UsageError(error.message);
