@@ -9,7 +9,8 @@ import type { StoredEntry, StoredEntryDetail, StoredGroup } from '../error-store
 import { readFailureFacts, type FailureFacts } from '../headers/failure.js';
 import { readRetryState, type FailureRecord } from '../headers/retry-state.js';
 import { bodyPreview, type BodyPreview } from '../operations/body-preview.js';
-import type { FailureSignature } from '../operations/signature.js';
+import { HEADER } from '../headers/names.js';
+import { signatureOf, type FailureSignature } from '../operations/signature.js';
 import type { Clock } from '../time/clock.js';
 import { ApiError } from './api.js';
 import { SUMMARY_MESSAGE_CHARS } from './groups.js';
@@ -135,14 +136,15 @@ export class StoreApi {
     throw new ApiError(404, 'not found');
   }
 
-  /** GET /api/summary: entries waiting per error queue, the store's file, and a live-update cursor to start from. */
-  summary(): { store: string; failed: number; byErrorQueue: { errorQueue: string; failed: number }[]; cursor: string } {
-    // The cursor first: a change committed while the counts are read is then delivered again, never missed.
-    const { cursor } = this.store.changes();
+  /** GET /api/summary: entries waiting per error queue, and the store's file. */
+  summary(): { store: string; failed: number; byErrorQueue: { errorQueue: string; failed: number }[] } {
+    // Counted from the (error_queue, status, failed_at) index alone: without it SQLite reads every waiting row.
     const byErrorQueue = this.store.database
-      .prepare<[], { errorQueue: string; failed: number }>(`SELECT error_queue AS errorQueue, count(*) AS failed FROM entries WHERE status = 'failed' GROUP BY error_queue ORDER BY error_queue`)
+      .prepare<[], { errorQueue: string; failed: number }>(
+        `SELECT error_queue AS errorQueue, count(*) AS failed FROM entries INDEXED BY entries_by_queue WHERE status = 'failed' GROUP BY error_queue ORDER BY error_queue`,
+      )
       .all();
-    return { store: this.store.path, failed: byErrorQueue.reduce((n, q) => n + q.failed, 0), byErrorQueue, cursor };
+    return { store: this.store.path, failed: byErrorQueue.reduce((n, q) => n + q.failed, 0), byErrorQueue };
   }
 
   /** GET /api/groups?<filter>: the failure groups of the selection, largest first, with each one's retry history. */
@@ -196,9 +198,12 @@ export class StoreApi {
     const { since: _since, until: _until, ...filter } = filterOf(field, 'any');
     const now = this.clock.now();
     const rate = this.store.failureRate({ since: now - span, until: now, bucketMs: 60_000, filter, groups: 8 });
+    const sample = this.store.database.prepare<[string], { errorName: string; message: string }>(
+      `SELECT error_name AS errorName, message FROM entries WHERE status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted') AND signature = ? LIMIT 1`,
+    );
     const series = rate.series.map((s) => {
-      const sample = this.store.search({ status: 'any', signature: s.signature }, { limit: 1 }).entries[0];
-      return { ...s, errorName: sample?.signature.errorName ?? '', message: sample?.signature.message ?? '' };
+      const row = sample.get(s.signature);
+      return { ...s, errorName: row?.errorName ?? '', message: row ? signatureOf({ [HEADER.failureMessage]: row.message }).message : '' };
     });
     return { range, bucketMs: rate.bucketMs, since: iso(rate.since), until: iso(rate.until), series };
   }

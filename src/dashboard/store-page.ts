@@ -126,8 +126,9 @@ const STORE_SCRIPT = `
   const SVG = 'http://www.w3.org/2000/svg';
   const COLORS = ['#1f6feb', '#c93c37', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7c86', '#6e7781'];
   const PAGE = 50;
+  const HEAVY_MS = 10000;
   const FILTER_FIELDS = ['text', 'group', 'errorName', 'originalQueue', 'endpoint', 'errorQueue', 'status', 'since', 'until'];
-  const state = { after: null, back: [], next: null, total: 0, rows: new Map(), groups: [], cursor: null, entry: null, retrySelection: null, fresh: 0, polling: false, stale: false };
+  const state = { after: null, back: [], next: null, total: 0, rows: new Map(), groups: [], cursor: null, entry: null, retrySelection: null, fresh: 0, polling: false, stale: false, heavyAt: 0 };
 
   function el(tag, options, ...children) {
     const node = document.createElement(tag);
@@ -481,7 +482,14 @@ const STORE_SCRIPT = `
       $('live-state').textContent = 'live \\u00b7 ' + new Date().toLocaleTimeString();
       if (changed > 0) {
         if (state.fresh > 0) $('live-note').replaceChildren(button(num(state.fresh) + ' new \\u2014 show', '', () => { state.after = null; state.back = []; void loadEntries(); }, 'show-new'));
-        await Promise.all([loadSummary(), loadGroups(), loadChart()]);
+        state.stale = true;
+        await loadSummary();
+      }
+      // Groups and the chart aggregate the whole store: recomputed at most every HEAVY_MS while entries keep changing.
+      if (state.stale && Date.now() - state.heavyAt >= HEAVY_MS) {
+        state.stale = false;
+        state.heavyAt = Date.now();
+        await Promise.all([loadGroups(), loadChart()]);
       }
     } catch (e) {
       $('live-state').textContent = 'live updates paused: ' + e.message;
@@ -490,11 +498,17 @@ const STORE_SCRIPT = `
 
   async function refreshAll() {
     try { await loadSummary(); } catch (e) { status('Could not read the store: ' + e.message, true); }
+    state.heavyAt = Date.now();
     await Promise.all([loadEntries(), loadGroups(), loadChart()]);
   }
+  // The entries first: the table is what an operator reads first; the aggregates follow.
   void (async () => {
-    try { state.cursor = (await loadSummary()).cursor; } catch (e) { status('Could not read the store: ' + e.message, true); }
-    await Promise.all([loadEntries(), loadGroups(), loadChart()]);
+    try { state.cursor = (await api('api/changes')).cursor; } catch (e) { status('Could not read the store: ' + e.message, true); }
+    await loadEntries();
+    state.heavyAt = Date.now();
+    try { await loadSummary(); } catch (e) { status('Could not read the store: ' + e.message, true); }
+    await loadGroups();
+    await loadChart();
   })();
   setInterval(() => void poll(), 2000);
 })();

@@ -273,12 +273,17 @@ export class ErrorStore {
     this.#open();
     checkFilter(filter);
     const { where, params } = filterSql(filter);
+    // Counted from the (status, signature, failed_at) index alone; the failure facts read from one row per group.
     const rows = this.#db
-      .prepare<[Record<string, string | number>], { signature: string; count: number; first: number; last: number; reason: string; error_name: string; norm: string; top_frame: string }>(
-        `SELECT signature, count(*) AS count, min(failed_at) AS first, max(failed_at) AS last, reason, error_name, message AS norm, top_frame
+      .prepare<[Record<string, string | number>], { signature: string; count: number; first: number; last: number }>(
+        `SELECT signature, count(*) AS count, min(failed_at) AS first, max(failed_at) AS last
          FROM entries WHERE ${where} GROUP BY signature ORDER BY count DESC, signature`,
       )
       .all(params);
+    const sample = this.#db.prepare<[string], { reason: string; error_name: string; norm: string; top_frame: string }>(
+      `SELECT reason, error_name, message AS norm, top_frame FROM entries
+       WHERE status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted') AND signature = ? LIMIT 1`,
+    );
     const history = new Map(
       this.#db
         .prepare<[], { signature: string; retried: number; handled: number; again: number }>(
@@ -290,8 +295,9 @@ export class ErrorStore {
     );
     return rows.map((r) => {
       const h = history.get(r.signature);
+      const facts = sample.get(r.signature)!;
       return {
-        signature: signatureFromRow(r.signature, r.reason, r.error_name, r.norm, r.top_frame),
+        signature: signatureFromRow(r.signature, facts.reason, facts.error_name, facts.norm, facts.top_frame),
         count: r.count,
         firstFailedAt: r.first,
         lastFailedAt: r.last,

@@ -116,12 +116,14 @@ describe.skipIf(!haveChromium && !CI)('store-mode dashboard in a browser (100,00
   }
 
   it('renders the first page within a second, and search narrows the table', async () => {
-    // The first navigation also warms the browser; the figure is the best of three.
+    // The first navigation also warms the browser; the figure is the best of three. Each page is closed only
+    // once its chart is drawn, so the next one does not wait behind the aggregates of the one before.
     const times: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const { firstRowMs } = await open();
+      const { page: p, firstRowMs } = await open();
       times.push(Math.round(firstRowMs));
-      await page!.close();
+      await p.locator('[data-testid="chart-legend"]').first().waitFor({ timeout: 20_000 });
+      await p.close();
     }
     const best = Math.min(...times);
     console.log(`first page (navigation to the first entry row) over ${BULK + REFUNDS + 1} entries: ${times.join(', ')} ms; best ${best} ms`);

@@ -121,7 +121,7 @@ describe('dashboard in store mode', () => {
   });
 
   it('reports changes after a cursor, so the page updates rows without reading everything again', async () => {
-    const { cursor } = (await get('api/summary')).body;
+    const { cursor } = (await get('api/changes')).body;
     expect((await get(`api/changes?cursor=${encodeURIComponent(cursor)}`)).body.entries).toEqual([]);
     await store.ingest([entry('late-1', { errorName: 'StockError', message: 'no stock for sku 9' })]);
     const victim = store.search({ text: 'pay-1' }).entries[0]!;
