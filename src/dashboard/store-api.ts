@@ -154,17 +154,19 @@ export class StoreApi {
 
   /**
    * GET /api/entries?<filter>&sort=&limit=&after=: one page, keyset-paged
-   * (`next` is the `after` of the following page), and how many the
-   * selection holds.
+   * (`next` is the `after` of the following page), how many the selection
+   * holds, and the live-update cursor of the moment before the page was
+   * read (a change committed meanwhile is reported again, never missed).
    */
-  entries(field: Field): { total: number; entries: StoreEntryView[]; next: string | null } {
+  entries(field: Field): { total: number; entries: StoreEntryView[]; next: string | null; cursor: string } {
+    const { cursor } = this.store.changes();
     const filter = filterOf(field);
     const sort = text(field, 'sort') ?? 'failed-desc';
     if (sort !== 'failed-desc' && sort !== 'failed-asc') throw new ApiError(400, 'sort must be failed-desc or failed-asc');
     const limit = whole(field, 'limit', DEFAULT_PAGE, 1, MAX_PAGE);
     const after = text(field, 'after');
     const page = this.store.search(filter, { sort: sort as EntrySort, limit, ...(after === undefined ? {} : { after }) });
-    return { total: this.store.count(filter), entries: page.entries.map(entryView), next: page.next ?? null };
+    return { total: this.store.count(filter), entries: page.entries.map(entryView), next: page.next ?? null, cursor };
   }
 
   /** GET /api/count?<filter>: how many entries a bulk action would touch, and the snapshot (`maxSeq`) to hold it to. */

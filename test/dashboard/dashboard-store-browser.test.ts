@@ -103,16 +103,21 @@ describe.skipIf(!haveChromium && !CI)('store-mode dashboard in a browser (100,00
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /**
+   * Opens the page and waits for the first entry row. `firstRowMs` is read in the browser: the page's
+   * performance mark at the first row, from navigation start. (A clock in this process would also count
+   * the time the dashboard, in the same event loop, spends on the aggregates the page asks for next.)
+   */
   async function open(): Promise<{ page: Page; firstRowMs: number }> {
     const p = (page = await browser.newPage({ viewport: { width: 1440, height: 1000 } }));
     p.on('console', (m) => {
       if (/Content Security Policy|Refused to/i.test(m.text())) cspViolations.push(m.text());
     });
     p.on('dialog', (d) => void d.accept());
-    const started = performance.now();
     await p.goto(dashboard.url);
     await p.locator('[data-testid="entry-row"]').first().waitFor({ timeout: 10_000 });
-    return { page: p, firstRowMs: performance.now() - started };
+    const firstRowMs = await p.evaluate(() => (globalThis as unknown as { performance: { getEntriesByName(name: string): { startTime: number }[] } }).performance.getEntriesByName('redeliver:first-entry-row')[0]!.startTime);
+    return { page: p, firstRowMs };
   }
 
   it('renders the first page within a second, and search narrows the table', async () => {
