@@ -4,18 +4,12 @@ import type { Transport } from '../transport/types.js';
 import { oneLine, truncate } from './format.js';
 import { UsageError } from './open-transport.js';
 
-/** Entries read per `browse` call. */
+/** Entries per page of a scan. */
 export const PAGE_SIZE = 500;
 
-/** Every entry of an error queue, oldest first, a page at a time. */
-export async function* pages(ops: ErrorQueueOperations, errorQueue: string, pageSize = PAGE_SIZE): AsyncGenerator<ErrorEntry[]> {
-  for (let offset = 0; ; ) {
-    const page = await ops.browse(errorQueue, { offset, limit: pageSize });
-    if (page.length === 0) return;
-    yield page;
-    if (page.length < pageSize) return;
-    offset += page.length;
-  }
+/** Every entry of an error queue, oldest first, a page at a time, read in one pass (`scan`). */
+export function pages(ops: ErrorQueueOperations, errorQueue: string, pageSize = PAGE_SIZE): AsyncIterable<ErrorEntry[]> {
+  return ops.scan(errorQueue, { pageSize });
 }
 
 /** The failure groups of a whole error queue and how many entries were read. */
@@ -55,16 +49,6 @@ export async function scanGroups(ops: ErrorQueueOperations, errorQueue: string, 
     .map(({ group, keys }) => ({ ...group, keys }))
     .sort((a, b) => b.count - a.count || a.signature.id.localeCompare(b.signature.id));
   return { scanned, groups };
-}
-
-/** The keys of every entry, oldest first. */
-export async function allKeys(ops: ErrorQueueOperations, errorQueue: string, onPage?: (entries: number) => void): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const page of pages(ops, errorQueue)) {
-    for (const entry of page) keys.push(entry.key);
-    onPage?.(page.length);
-  }
-  return keys;
 }
 
 function earliest(a: string, b: string): string {

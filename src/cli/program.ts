@@ -41,6 +41,15 @@ export class InterruptedError extends Error {
   override readonly name = 'InterruptedError';
 }
 
+/**
+ * Thrown when a bulk operation could not see every entry it may have had to
+ * act on (another reader held them), after reporting what it did; the CLI
+ * exits with code 3.
+ */
+export class IncompleteError extends Error {
+  override readonly name = 'IncompleteError';
+}
+
 const ioByProgram = new WeakMap<Command, CliIo>();
 
 /**
@@ -120,7 +129,8 @@ export function ioOf(command: Command): CliIo {
  * Runs the program on `argv` (as `process.argv`: node, script, then the
  * arguments) and resolves its exit code: 0 on success, 2 for a usage error
  * (unknown command or option, missing argument, bad value, {@link UsageError}),
- * 130 when interrupted ({@link InterruptedError}), 1 for anything else that
+ * 130 when interrupted ({@link InterruptedError}), 3 when entries were held
+ * by another reader ({@link IncompleteError}), 1 for anything else that
  * went wrong at run time. The message has been written
  * to stderr by then. A command that sets `process.exitCode` itself keeps it.
  */
@@ -135,6 +145,7 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
     }
     ioOf(program).stderr.write(`redeliver: ${redactCredentials(error instanceof Error ? error.message : String(error))}\n`);
     if (error instanceof UsageError) return 2;
+    if (error instanceof IncompleteError) return 3;
     return error instanceof InterruptedError ? 130 : 1;
   }
 }

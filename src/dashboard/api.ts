@@ -1,7 +1,8 @@
 import { summarizeError } from '../headers/failure.js';
 import { isSendBackRefused } from '../operations/send-back-destination.js';
 import { redactCredentials } from '../util/redact.js';
-import type { ErrorQueueOperations, SendBackOptions } from '../transport/error-queue.js';
+import { signatureOf } from '../operations/signature.js';
+import type { BulkSummary, ErrorQueueOperations, SendBackOptions } from '../transport/error-queue.js';
 import { entryDetail, type EntryDetail } from './entry-view.js';
 import { summarize, type EntrySummary, type GroupIndex, type GroupView } from './groups.js';
 import type { DashboardConfig } from './options.js';
@@ -18,8 +19,6 @@ export class ApiError extends Error {
   }
 }
 
-/** Entries sent back at once while retrying a group. */
-const GROUP_RETRY_PARALLELISM = 4;
 /** Largest page of entries or groups. */
 const MAX_LIMIT = 500;
 
@@ -121,34 +120,33 @@ export class DashboardApi {
     return { deleted };
   }
 
-  /** Sends back every entry of a group, read afresh so entries that joined it since the page loaded go too. */
+  /**
+   * Sends back every entry of a group in one pass of the error queue, so
+   * entries that joined it since the page loaded go too. `missing` counts
+   * entries removed by someone else meanwhile and entries another reader
+   * held (never seen by this pass); `failed` counts refused destinations and
+   * failed copies.
+   */
   async #retryGroup(errorQueue: string, group: string): Promise<{ sent: number; missing: number; failed: number; error?: string }> {
     this.groups.invalidate(errorQueue);
     const members = (await this.groups.get(errorQueue)).members.get(group);
     if (!members) throw new ApiError(404, 'no such group in the error queue (it may have been retried already)');
-    let sent = 0;
-    let missing = 0;
-    let failed = 0;
     let firstError: string | undefined;
-    let next = 0;
-    const worker = async () => {
-      while (next < members.length) {
-        const { key } = members[next++]!;
-        try {
-          if ((await this.#ops.sendBack(errorQueue, key, this.#sendBackOptions)) === undefined) missing++;
-          else sent++;
-        } catch (error) {
-          failed++;
-          firstError ??= redactCredentials(summarizeError(error).message);
-        }
-      }
-    };
+    let summary: BulkSummary;
     try {
-      await Promise.all(Array.from({ length: Math.min(GROUP_RETRY_PARALLELISM, members.length) }, worker));
+      summary = await this.#ops.sendBackEach(errorQueue, {
+        ...this.#sendBackOptions,
+        select: (entry) => signatureOf(entry.headers).id === group,
+        onResult: (result) => {
+          if (result.outcome === 'refused' || result.outcome === 'failed') firstError ??= redactCredentials(summarizeError(result.error).message);
+        },
+      });
     } finally {
-      this.#changed(errorQueue, sent);
+      this.groups.invalidate(errorQueue);
     }
-    return firstError === undefined ? { sent, missing, failed } : { sent, missing, failed, error: firstError };
+    this.#changed(errorQueue, summary.done);
+    const result = { sent: summary.done, missing: summary.gone + summary.unseen, failed: summary.refused + summary.failed };
+    return firstError === undefined ? result : { ...result, error: firstError };
   }
 
   #changed(errorQueue: string, removed: number): void {

@@ -40,11 +40,11 @@ export interface QueueGroups {
 /** Characters of an error message kept in an {@link EntrySummary}. */
 export const SUMMARY_MESSAGE_CHARS = 300;
 
-/** Entries read per `browse` call while computing groups: few calls, bounded memory. */
+/** Entries per page of the scan that computes groups: bounded memory. */
 const CHUNK = 5_000;
 
 /**
- * Computes failure groups by paging through an error queue in chunks, and
+ * Computes failure groups by reading an error queue in one pass (`scan`), and
  * keeps them for a few seconds so a page refresh or a second viewer does not
  * read the whole queue again. Concurrent requests share one computation.
  */
@@ -94,17 +94,14 @@ export class GroupIndex {
   async #compute(errorQueue: string): Promise<QueueGroups> {
     const compact: ErrorEntry[] = [];
     const summaries = new Map<string, EntrySummary>();
-    // Counting first saves a last, empty page: skipping rows by offset is what costs most on a large queue.
     const total = await this.ops.count(errorQueue);
-    const target = Math.min(total, this.maxScan);
-    for (let offset = 0; offset < target; ) {
-      const limit = Math.min(CHUNK, target - offset);
-      const chunk = await this.ops.browse(errorQueue, { offset, limit });
-      // A transport may return fewer than asked (RabbitMQ caps a page at 1,000): only an empty chunk ends the queue.
-      if (chunk.length === 0) break;
-      offset += chunk.length;
+    let read = 0;
+    scan: for await (const chunk of this.ops.scan(errorQueue, { pageSize: CHUNK })) {
       for (const entry of chunk) {
-        if (summaries.has(entry.key)) continue; // the queue shifted under the paging: count each entry once
+        // Leaving the loop ends the pass and gives back what it read.
+        if (read >= this.maxScan) break scan;
+        read++;
+        if (summaries.has(entry.key)) continue; // two indistinguishable entries share a key: count it once
         compact.push(compactEntry(entry));
         summaries.set(entry.key, summarize(entry));
       }

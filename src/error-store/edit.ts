@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { replayHeaders } from '../headers/replay.js';
+import { userHeaders } from '../headers/retry-state.js';
 import type { QueueKind } from '../transport/inspection.js';
 import type { Headers } from '../transport/types.js';
 import { destinationOf, type RetryContext } from './send-back.js';
@@ -42,8 +43,8 @@ export interface EditRecord {
   readonly messageId: string;
   readonly bodySizeBefore: number;
   readonly bodySizeAfter: number;
-  /** Headers added, removed or changed: name to [before, after] (undefined when absent). */
-  readonly changedHeaders: Readonly<Record<string, readonly [string | undefined, string | undefined]>>;
+  /** The user's headers added, removed or changed (redeliver's own are rewritten on every send-back): name to [before, after], null when absent. */
+  readonly changedHeaders: Readonly<Record<string, readonly [string | null, string | null]>>;
   /** The bodies, when at most {@link SMALL_BODY} bytes and the body changed. */
   readonly bodyBefore?: Uint8Array;
   readonly bodyAfter?: Uint8Array;
@@ -115,7 +116,7 @@ export async function editAndRetry(
     await store.releaseClaim(key, claimant);
     throw error;
   }
-  const changed = headerChanges(entry.headers, headers);
+  const changed = headerChanges(userHeaders(entry.headers), userHeaders(headers));
   const bodyChanged = !Buffer.from(body).equals(Buffer.from(entry.body));
   const small = bodyChanged && entry.body.byteLength <= SMALL_BODY && body.byteLength <= SMALL_BODY;
   const marked = await store.markRetriedMany([key], claimant, { queue: destination, by: edit.by }, 'replaced', () => {
@@ -152,11 +153,11 @@ function checkEdit(edit: EditRequest): void {
   }
 }
 
-function headerChanges(before: Readonly<Headers>, after: Readonly<Headers>): Record<string, [string | undefined, string | undefined]> {
-  const changed: Record<string, [string | undefined, string | undefined]> = {};
+function headerChanges(before: Readonly<Headers>, after: Readonly<Headers>): Record<string, [string | null, string | null]> {
+  const changed: Record<string, [string | null, string | null]> = {};
   for (const name of new Set([...Object.keys(before), ...Object.keys(after)])) {
-    const a = Object.hasOwn(before, name) ? before[name] : undefined;
-    const b = Object.hasOwn(after, name) ? after[name] : undefined;
+    const a = Object.hasOwn(before, name) ? before[name]! : null;
+    const b = Object.hasOwn(after, name) ? after[name]! : null;
     if (a !== b) changed[name] = [a, b];
   }
   return changed;

@@ -138,6 +138,14 @@ interface StoredOptions {
 
 type Result = NonNullable<RetryJobItem['result']>;
 
+/** The jobs of a store, newest first; `limit` default 50, at most 1000. Needs no transport. */
+export function listRetryJobs(store: ErrorStore, options: { limit?: number } = {}): RetryJobView[] {
+  const limit = options.limit ?? 50;
+  if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1_000)) throw new RangeError('limit must be a whole number from 1 to 1000');
+  ensureRetryTables(store.database);
+  return store.database.prepare<[number], JobRow>('SELECT * FROM retry_jobs ORDER BY created_at DESC, id DESC LIMIT ?').all(limit).map(viewOf);
+}
+
 /** Retry jobs on one error store, sending back through one transport. */
 export class RetryJobs {
   readonly #store: ErrorStore;
@@ -211,9 +219,7 @@ export class RetryJobs {
 
   /** Jobs, newest first; `limit` default 50. */
   list(options: { limit?: number } = {}): RetryJobView[] {
-    const limit = options.limit ?? 50;
-    if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1_000)) throw new RangeError('limit must be a whole number from 1 to 1000');
-    return this.#store.database.prepare<[number], JobRow>('SELECT * FROM retry_jobs ORDER BY created_at DESC, id DESC LIMIT ?').all(limit).map(viewOf);
+    return listRetryJobs(this.#store, options);
   }
 
   /** What happened to each entry of a job, in snapshot order: `limit` (default 1000) after `afterSeq`. */
@@ -285,6 +291,8 @@ class JobRun {
   readonly #canary: CanaryController | undefined;
   readonly #kinds = new Map<string, QueueKind>();
   readonly #inFlight = new Set<Promise<void>>();
+  /** Wakes the sender waiting for a free slot. */
+  #slotFreed: (() => void) | undefined;
   /** Confirmed sends not yet recorded, by destination. */
   #confirmed = new Map<string, string[]>();
   #confirmedCount = 0;
@@ -342,7 +350,7 @@ class JobRun {
         unsent = keys.filter((key) => claimed.has(key));
         while (unsent.length > 0 && !this.#halted()) {
           if (this.#canary) {
-            const reason = await this.#canary.beforeSend(() => this.#flush(), this.#signal);
+            const reason = await this.#canary.beforeSend(() => this.#settle(), this.#signal);
             if (reason !== undefined) {
               this.#stop(reason);
               break;
@@ -354,13 +362,17 @@ class JobRun {
           await this.#send(key);
           if (this.#canary || this.#confirmedCount + this.#results.length >= CHUNK) await this.#flush();
         }
-        await Promise.all(this.#inFlight);
+        // Sends stay in flight across chunks; only the claims this run will not use are given back.
         await this.#release(unsent);
         unsent = [];
-        await this.#flush();
       }
+      await this.#settle();
     } catch (error) {
-      if (!this.#signal?.aborted) throw error;
+      // An abort ends the run as paused; anything else (the store locked beyond its busy timeout) stops it with the reason.
+      if (!this.#signal?.aborted) {
+        this.#context.logger.error({ job: this.#id, err: error }, 'retry job stopped');
+        this.#stop(`${messageOf(error)}; resume the job when this is fixed`);
+      }
     } finally {
       await Promise.allSettled(this.#inFlight);
       await this.#release(unsent).catch(() => undefined);
@@ -394,7 +406,7 @@ class JobRun {
 
   /** Starts one send (waiting while {@link MAX_IN_FLIGHT} are in flight); refusals are recorded at once. */
   async #send(key: string): Promise<void> {
-    while (this.#inFlight.size >= MAX_IN_FLIGHT) await Promise.race(this.#inFlight);
+    while (this.#inFlight.size >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => (this.#slotFreed = resolve));
     const { store, transport, clock } = this.#context;
     const entry = store.get(key);
     if (!entry) {
@@ -429,8 +441,18 @@ class JobRun {
           }
         },
       )
-      .finally(() => this.#inFlight.delete(sending));
+      .finally(() => {
+        this.#inFlight.delete(sending);
+        this.#slotFreed?.();
+        this.#slotFreed = undefined;
+      });
     this.#inFlight.add(sending);
+  }
+
+  /** Waits for the sends in flight and records them. */
+  async #settle(): Promise<void> {
+    await Promise.all(this.#inFlight);
+    await this.#flush();
   }
 
   /** Gives back claims on entries this run will not send. */

@@ -6,7 +6,10 @@
  *
  * - `entries`: the entry (headers as JSON, body), the failure facts copied
  *   out of the `redeliver-failure-*` headers into columns the filters use,
- *   and what operators did with it. `seq` is the order of ingestion and the
+ *   and what operators did with it. Headers and body are the last columns:
+ *   a row of a few KiB spills into overflow pages, and SQLite reads a
+ *   column stored after them only by walking those pages, so every other
+ *   column stays on the row's first page. `seq` is the order of ingestion and the
  *   snapshot cut-off of bulk actions; `version` is the store's change
  *   counter when the row last changed, for live updates.
  * - `meta`: the change counter.
@@ -33,8 +36,6 @@ CREATE TABLE IF NOT EXISTS entries (
   failed_at INTEGER NOT NULL,
   ingested_at INTEGER NOT NULL,
   replay_count INTEGER NOT NULL,
-  headers TEXT NOT NULL,
-  body BLOB NOT NULL,
   status TEXT NOT NULL CHECK (status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted')),
   retried_count INTEGER NOT NULL DEFAULT 0,
   last_retried_at INTEGER,
@@ -44,13 +45,16 @@ CREATE TABLE IF NOT EXISTS entries (
   outcome_at INTEGER,
   claim TEXT,
   claim_until INTEGER,
-  version INTEGER NOT NULL
+  version INTEGER NOT NULL,
+  headers TEXT NOT NULL,
+  body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_by_time ON entries (status, failed_at);
 CREATE INDEX IF NOT EXISTS entries_by_group ON entries (status, signature, failed_at);
 CREATE INDEX IF NOT EXISTS entries_by_queue ON entries (error_queue, status, failed_at);
 CREATE INDEX IF NOT EXISTS entries_by_message ON entries (message_id);
 CREATE INDEX IF NOT EXISTS entries_by_version ON entries (version);
+CREATE INDEX IF NOT EXISTS entries_retried ON entries (signature, outcome) WHERE retried_count > 0;
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,

@@ -273,14 +273,14 @@ export class ErrorStore {
     this.#open();
     checkFilter(filter);
     const { where, params } = filterSql(filter);
-    // Counted from the (status, signature, failed_at) index alone; the failure facts read from one row per group.
+    // Counts from the index alone; each group's description from one of its rows.
     const rows = this.#db
       .prepare<[Record<string, string | number>], { signature: string; count: number; first: number; last: number }>(
         `SELECT signature, count(*) AS count, min(failed_at) AS first, max(failed_at) AS last
          FROM entries WHERE ${where} GROUP BY signature ORDER BY count DESC, signature`,
       )
       .all(params);
-    const sample = this.#db.prepare<[string], { reason: string; error_name: string; norm: string; top_frame: string }>(
+    const describe = this.#db.prepare<[string], { reason: string; error_name: string; norm: string; top_frame: string }>(
       `SELECT reason, error_name, message AS norm, top_frame FROM entries
        WHERE status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted') AND signature = ? LIMIT 1`,
     );
@@ -288,16 +288,16 @@ export class ErrorStore {
       this.#db
         .prepare<[], { signature: string; retried: number; handled: number; again: number }>(
           `SELECT signature, count(*) AS retried, sum(outcome = 'handled') AS handled, sum(outcome = 'failed-again') AS again
-           FROM entries WHERE retried_count > 0 GROUP BY signature`,
+           FROM entries INDEXED BY entries_retried WHERE retried_count > 0 GROUP BY signature`,
         )
         .all()
         .map((r) => [r.signature, r]),
     );
     return rows.map((r) => {
       const h = history.get(r.signature);
-      const facts = sample.get(r.signature)!;
+      const d = describe.get(r.signature)!;
       return {
-        signature: signatureFromRow(r.signature, facts.reason, facts.error_name, facts.norm, facts.top_frame),
+        signature: signatureFromRow(r.signature, d.reason, d.error_name, d.norm, d.top_frame),
         count: r.count,
         firstFailedAt: r.first,
         lastFailedAt: r.last,

@@ -36,8 +36,9 @@ export interface DeadLetterFacts {
 
 /**
  * The headers of the error-queue copy: the retry state and the failure, then
- * the user's headers. The stack, the largest and least needed, comes last of
- * redeliver's, so a transport's header budget would drop it first.
+ * the replay count of a message sent back before (so the error store sees it
+ * failed again), then the user's headers. The stack, the largest and least
+ * needed, comes last of redeliver's, so a transport's header budget would drop it first.
  */
 export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterFacts): Headers {
   const out = withRetryState({}, facts.state);
@@ -51,6 +52,10 @@ export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterF
   out[HEADER.failureImmediateAttempts] = String(facts.immediateAttempts);
   out[HEADER.failureDelayedAttempts] = String(facts.state.delayedAttempts);
   out[HEADER.failureAttempts] = String(facts.state.attempts);
+  // A message that was sent back before keeps its replay count, so the error store sees it failed again.
+  for (const name of [HEADER.replayCount, HEADER.replayedAt]) {
+    if (Object.prototype.hasOwnProperty.call(headers, name) && typeof headers[name] === 'string') out[name] = headers[name]!;
+  }
   if (facts.error.stack) out[HEADER.failureStack] = facts.error.stack;
   return Object.assign(out, userHeaders(headers));
 }

@@ -247,7 +247,7 @@ describe('errors retry', () => {
     const timeouts = groups.find((g: any) => g.errorName === 'TimeoutError');
     const run = await cli(['errors', 'retry', file, '--group', timeouts.signature.toUpperCase(), '--json']);
     expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toEqual({ sentBack: 5, alreadyGone: 0, refused: 0, notAttempted: 0, queues: { orders: 5 }, interrupted: false });
+    expect(JSON.parse(run.stdout)).toEqual({ sentBack: 5, alreadyGone: 0, refused: 0, failed: 0, unseen: 0, read: 9, selected: 5, queues: { orders: 5 }, interrupted: false });
     const got = await arrivals(file, 'orders', 5);
     expect(got.map((g) => g.id).sort()).toEqual([...filled.ids.timeout].sort());
     expect(got.every((g) => g.replayCount === '1')).toBe(true);
@@ -341,8 +341,8 @@ describe('errors retry', () => {
     };
     const first = await cli(['errors', 'retry', file, '--all'], { openTransport: flaky });
     expect(first.code).toBe(1);
-    expect(first.stdout).toBe('sent back 5 (orders: 5), already gone 0, not attempted 7\n');
-    expect(first.stderr).toMatch(/^redeliver: could not send back entry \d+: connection lost; the entries before it are done, run the same command again to continue\n$/);
+    expect(first.stdout).toBe('sent back 5 (orders: 5), already gone 0, failed 7\n');
+    expect(first.stderr).toMatch(/^redeliver: could not send back 7 entries, the first \d+: connection lost; run the same command again to retry them\n$/);
     expect(await entries(file)).toHaveLength(7);
 
     // Ctrl-C half-way through the second run: it stops between two messages.
@@ -362,8 +362,8 @@ describe('errors retry', () => {
     };
     const interrupted = await cli(['errors', 'retry', file, '--all', '--json'], { openTransport: interrupting, signal: stop.signal });
     expect(interrupted.code).toBe(130);
-    expect(JSON.parse(interrupted.stdout)).toEqual({ sentBack: 3, alreadyGone: 0, refused: 0, notAttempted: 4, queues: { orders: 3 }, interrupted: true });
-    expect(interrupted.stderr).toBe('redeliver: interrupted; run the same command again to continue\n');
+    expect(JSON.parse(interrupted.stdout)).toEqual({ sentBack: 3, alreadyGone: 0, refused: 0, failed: 0, unseen: 0, read: 3, selected: 3, queues: { orders: 3 }, interrupted: true });
+    expect(interrupted.stderr).toBe('redeliver: interrupted after reading 3 entries; run the same command again to continue\n');
 
     const third = await cli(['errors', 'retry', file, '--all']);
     expect(third).toEqual({ code: 0, stdout: 'sent back 4 (orders: 4), already gone 0\n', stderr: '' });
@@ -411,7 +411,7 @@ describe('errors delete', () => {
     expect(await entries(file)).toHaveLength(6);
 
     const group = await cli(['errors', 'delete', file, '--group', timeouts, '--yes', '--json']);
-    expect(JSON.parse(group.stdout)).toEqual({ deleted: 3, alreadyGone: 0, notAttempted: 0, interrupted: false });
+    expect(JSON.parse(group.stdout)).toEqual({ deleted: 3, alreadyGone: 0, failed: 0, unseen: 0, read: 6, selected: 3, interrupted: false });
     expect((await entries(file)).map((e) => e.messageId).sort()).toEqual([...filled.ids.invalid, filled.ids.refused[1]].sort());
 
     const noYes = await cli(['errors', 'delete', file, '--all']);

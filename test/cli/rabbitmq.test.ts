@@ -76,24 +76,32 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
     await (await admin.createChannel()).assertQueue(replayQueue, { durable: true });
     await admin.close();
 
-    // The first replay loses the broker after two messages; the second finishes.
-    let sent = 0;
-    const flaky = async (url: string): Promise<Transport> => {
+    // The first replay is interrupted after two messages; the second finishes.
+    const stop = new AbortController();
+    const interrupting = async (url: string): Promise<Transport> => {
       const real: Transport = new RabbitMqTransport({ url, connectionName: 'redeliver-cli-test' });
+      let selected = 0;
       return wrap(real, {
         onClose: () => real.close(),
         errorQueue: {
-          sendBack: async (q, k, o) => {
-            if (sent >= 2) throw new Error('connection lost');
-            sent++;
-            return real.errorQueue!.sendBack(q, k, o);
-          },
+          sendBackEach: (q, o) =>
+            real.errorQueue!.sendBackEach(q, {
+              ...o,
+              select: (entry) => {
+                const chosen = o.select(entry);
+                if (chosen && ++selected === 2) stop.abort();
+                return chosen;
+              },
+            }),
         },
       });
     };
-    const first = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs], { openTransport: flaky });
-    expect(first.code).toBe(1);
-    expect(first.stdout).toBe(`sent back 2 (${replayQueue}: 2), already gone 0, not attempted 2\n`);
+    const first = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs], {
+      openTransport: interrupting,
+      signal: stop.signal,
+    });
+    expect(first.code).toBe(130);
+    expect(first.stdout).toBe(`sent back 2 (${replayQueue}: 2), already gone 0\n`);
     const second = await cli(['errors', 'retry', RABBITMQ_URL, '--group', timeouts.signature, '--to', replayQueue, ...errorArgs]);
     expect(second).toEqual({ code: 0, stdout: `sent back 2 (${replayQueue}: 2), already gone 0\n`, stderr: '' });
 

@@ -13,6 +13,7 @@ import { buildProgram, runProgram, type OutputStream } from '../../src/cli/progr
 import { jsonCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { UnrecoverableError } from '../../src/policy/errors.js';
+import { deleteEachByKey, sendBackEachByKey } from '../../src/operations/bulk.js';
 import type { ErrorQueueOperations } from '../../src/transport/error-queue.js';
 import type { Delivery, Transport } from '../../src/transport/types.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
@@ -178,8 +179,18 @@ export function wrap(
           sendBack: (q, k, o) => ops.sendBack(q, k, o),
           delete: (q, k) => ops.delete(q, k),
           purge: (q) => ops.purge(q),
+          scan: (q, o) => ops.scan(q, o),
+          sendBackEach: (q, o) => ops.sendBackEach(q, o),
+          deleteEach: (q, o) => ops.deleteEach(q, o),
           ...options.errorQueue,
         };
+  // An overridden sendBack or delete also serves the bulk operations, one entry at a time by key.
+  if (errorQueue && options.errorQueue?.sendBack && !options.errorQueue.sendBackEach) {
+    errorQueue.sendBackEach = (q, o) => sendBackEachByKey(errorQueue, q, o);
+  }
+  if (errorQueue && options.errorQueue?.delete && !options.errorQueue.deleteEach) {
+    errorQueue.deleteEach = (q, o) => deleteEachByKey(errorQueue, q, o);
+  }
   const inspection = options.inspection === null ? undefined : transport.inspection;
   return {
     name: transport.name,

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import { SendBackRefusedError } from '../../src/operations/send-back-destination.js';
+import type { EntryResult, ErrorEntry } from '../../src/transport/error-queue.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
 import type { ConformanceTarget } from './suite.js';
 
@@ -148,6 +149,125 @@ export function describeErrorQueueConformance(target: ConformanceTarget): void {
       expect(await ops.count(errorQueue)).toBe(3);
       expect(await ops.purge(errorQueue)).toBe(3);
       expect(await ops.count(errorQueue)).toBe(0);
+    });
+
+    async function scanAll(ops: NonNullable<Transport['errorQueue']>, errorQueue: string, pageSize?: number): Promise<ErrorEntry[][]> {
+      const pages: ErrorEntry[][] = [];
+      for await (const page of ops.scan(errorQueue, pageSize === undefined ? {} : { pageSize })) pages.push(page);
+      return pages;
+    }
+
+    it('scans every entry once, oldest first, in pages, and leaves the queue as it was', async () => {
+      const { ops, errorQueue } = await fill(7);
+      const pages = await scanAll(ops, errorQueue, 3);
+      expect(pages.map((p) => p.length)).toEqual([3, 3, 1]);
+      const all = pages.flat();
+      expect(all.map((e) => e.messageId)).toEqual(['m-0', 'm-1', 'm-2', 'm-3', 'm-4', 'm-5', 'm-6']);
+      expect(decode(all[4]!.body)).toBe('body 4');
+      expect(all[4]!.headers[HEADER.failureMessage]).toBe('boom 4');
+      expect(new Set(all.map((e) => e.key)).size).toBe(7);
+      expect(await ops.count(errorQueue)).toBe(7);
+      expect((await scanAll(ops, errorQueue)).flat().map((e) => e.key)).toEqual(all.map((e) => e.key));
+      expect(await scanAll(ops, `eq-none-${randomUUID().slice(0, 8)}`)).toEqual([]);
+    });
+
+    it('a scan stopped early leaves every entry in place', async () => {
+      const { ops, errorQueue } = await fill(5);
+      for await (const page of ops.scan(errorQueue, { pageSize: 2 })) {
+        expect(page).toHaveLength(2);
+        break;
+      }
+      await expect(
+        (async () => {
+          for await (const _page of ops.scan(errorQueue, { pageSize: 1 })) throw new Error('consumer failed');
+        })(),
+      ).rejects.toThrow('consumer failed');
+      expect(await ops.count(errorQueue)).toBe(5);
+      expect((await scanAll(ops, errorQueue)).flat().map((e) => e.messageId)).toEqual(['m-0', 'm-1', 'm-2', 'm-3', 'm-4']);
+    });
+
+    it('a scan reads only the entries the queue held when it began', async () => {
+      const { t, ops, queue, errorQueue } = await fill(3);
+      const seen: string[] = [];
+      let added = false;
+      for await (const page of ops.scan(errorQueue, { pageSize: 1 })) {
+        seen.push(...page.map((e) => e.messageId));
+        if (!added) {
+          added = true;
+          // One more failure arrives while the scan runs.
+          await t.send(queue, { id: 'late', body: text('late'), headers: {} });
+          const got: Delivery[] = [];
+          const sub = await t.consume(queue, (d) => void got.push(d), { prefetch: 1 });
+          await until(async () => got.length > 0);
+          await got[0]!.deadLetter(errorQueue, { [HEADER.failureQueue]: queue });
+          await sub.close();
+        }
+      }
+      expect(seen).toEqual(['m-0', 'm-1', 'm-2']);
+      await until(async () => (await ops.count(errorQueue)) === 4);
+    });
+
+    it('sends back the selected entries in one pass, reporting each, and leaves the rest', async () => {
+      const { t, ops, queue, errorQueue } = await fill(6);
+      const keys = (await scanAll(ops, errorQueue)).flat().map((e) => e.key);
+      const chosen = new Set([keys[1]!, keys[3]!, keys[4]!]);
+      const results: EntryResult[] = [];
+      const summary = await ops.sendBackEach(errorQueue, { select: (e) => chosen.has(e.key), onResult: (r) => results.push(r) });
+      expect(summary).toMatchObject({ read: 6, selected: 3, done: 3, refused: 0, failed: 0, gone: 0, unseen: 0, interrupted: false });
+      expect(results.map((r) => [r.outcome, r.entry.messageId, r.outcome === 'sent' ? r.queue : ''])).toEqual([
+        ['sent', 'm-1', queue],
+        ['sent', 'm-3', queue],
+        ['sent', 'm-4', queue],
+      ]);
+      const left = (await scanAll(ops, errorQueue)).flat().map((e) => e.messageId);
+      expect(left).toEqual(['m-0', 'm-2', 'm-5']);
+      const got = await receive(t, queue, 3);
+      expect(got.map((d) => d.id).sort()).toEqual(['m-1', 'm-3', 'm-4']);
+      expect(got.every((d) => d.headers[HEADER.replayCount] === '1')).toBe(true);
+      const again = await ops.sendBackEach(errorQueue, { select: (e) => chosen.has(e.key) });
+      expect(again).toMatchObject({ read: 3, selected: 0, done: 0 });
+    });
+
+    it('reports refused destinations per entry and keeps those entries', async () => {
+      const { ops, queue, errorQueue } = await fill(3);
+      const results: EntryResult[] = [];
+      const summary = await ops.sendBackEach(errorQueue, { select: () => true, allowedQueues: ['somewhere-else'], onResult: (r) => results.push(r) });
+      expect(summary).toMatchObject({ read: 3, selected: 3, done: 0, refused: 3 });
+      expect(results.map((r) => (r.outcome === 'refused' ? r.reason : r.outcome))).toEqual(['not-allowed', 'not-allowed', 'not-allowed']);
+      expect(results.every((r) => r.outcome === 'refused' && r.error.message.includes(queue))).toBe(true);
+      const missing = await ops.sendBackEach(errorQueue, { select: () => true, queue: `eq-missing-${randomUUID().slice(0, 8)}` });
+      expect(missing).toMatchObject({ selected: 3, refused: 3 });
+      expect(await ops.count(errorQueue)).toBe(3);
+    });
+
+    it('deletes the selected entries in one pass and stops when its signal aborts', async () => {
+      const { ops, errorQueue } = await fill(6);
+      const results: EntryResult[] = [];
+      const summary = await ops.deleteEach(errorQueue, { select: (e) => Number(e.headers['x-n']) % 2 === 0, onResult: (r) => results.push(r) });
+      expect(summary).toMatchObject({ read: 6, selected: 3, done: 3, interrupted: false });
+      expect(results.map((r) => `${r.outcome} ${r.entry.messageId}`)).toEqual(['deleted m-0', 'deleted m-2', 'deleted m-4']);
+      expect((await scanAll(ops, errorQueue)).flat().map((e) => e.messageId)).toEqual(['m-1', 'm-3', 'm-5']);
+      const stop = new AbortController();
+      const stopped = await ops.deleteEach(errorQueue, {
+        select: () => true,
+        signal: stop.signal,
+        onResult: () => stop.abort(),
+      });
+      expect(stopped).toMatchObject({ read: 1, selected: 1, done: 1, interrupted: true });
+      expect((await scanAll(ops, errorQueue)).flat().map((e) => e.messageId)).toEqual(['m-3', 'm-5']);
+    });
+
+    it('a result callback that throws stops the bulk operation and rejects with its error', async () => {
+      const { ops, errorQueue } = await fill(3);
+      await expect(
+        ops.deleteEach(errorQueue, {
+          select: () => true,
+          onResult: () => {
+            throw new Error('callback failed');
+          },
+        }),
+      ).rejects.toThrow('callback failed');
+      expect((await scanAll(ops, errorQueue)).flat().map((e) => e.messageId)).toEqual(['m-1', 'm-2']);
     });
   });
 }

@@ -177,6 +177,19 @@ describe('RetryJobs', () => {
     expect(onQueue(transport, 'orders').size).toBe(100);
   });
 
+  it('a store that refuses a claim stops the job with the reason, and it resumes', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 300);
+    const jobs = new RetryJobs({ store, transport });
+    const job = await jobs.create({ filter: {} }, { by: 'ops' });
+    const spy = vi.spyOn(store, 'claim').mockRejectedValueOnce(new Error('database is locked'));
+    const stopped = await jobs.run(job.id);
+    spy.mockRestore();
+    expect(stopped).toMatchObject({ state: 'stopped', sent: 0, stopReason: 'database is locked; resume the job when this is fixed' });
+    expect(jobs.get(job.id)!.state).toBe('stopped');
+    expect(await jobs.run(job.id)).toMatchObject({ state: 'done', sent: 300 });
+  });
+
   it('a job for keys reports entries handled by someone else', async () => {
     const { transport, store } = await setup();
     await fill(store, 4);

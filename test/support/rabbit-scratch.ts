@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
-import { RabbitMqTransport, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
+import { RabbitMqTransport, type RabbitMqOperationsOptions, type RabbitMqTransportOptions } from '../../src/transports/rabbitmq/index.js';
 import { RABBITMQ_URL } from './brokers.js';
 import { deleteDelayTopology } from './delay-topology.js';
 
@@ -18,7 +18,7 @@ export interface RabbitScratch {
   /** A unique queue name with `what` in it, deleted by {@link cleanup}. */
   queueName(what: string): string;
   /** A transport on the scratch prefix, with a connection name of this scratch space; closed by {@link cleanup}. */
-  open(options?: RabbitMqTransportOptions): RabbitMqTransport;
+  open(options?: RabbitMqTransportOptions & RabbitMqOperationsOptions): RabbitMqTransport;
   /** A channel of the scratch space's own connection; an error (a 404 on a missing queue) only closes it. */
   channel(): Promise<Channel>;
   /** Closes the transports and deletes every queue, delay level and exchange used. */

@@ -27,6 +27,18 @@ export function recordingQueues(transport: RabbitMqTransport): Transport {
     },
     delete: (q, k) => ops.delete(q, k),
     purge: (q) => ops.purge(q),
+    scan: (q, o) => ops.scan(q, o),
+    sendBackEach: (q, o) => {
+      if (o.queue !== undefined) queues.add(o.queue);
+      return ops.sendBackEach(q, {
+        ...o,
+        onResult: (result) => {
+          if (result.outcome === 'sent') queues.add(result.queue);
+          o.onResult?.(result);
+        },
+      });
+    },
+    deleteEach: (q, o) => ops.deleteEach(q, o),
   };
   return {
     name: transport.name,

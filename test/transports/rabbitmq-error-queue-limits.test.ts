@@ -84,7 +84,7 @@ describe.skipIf(Boolean(skip))('RabbitMQ error queues and delivery limits (3.10)
   afterEach(() => scratch.cleanup());
 
   it("declares quorum error queues without the transport's delivery limit: browsing past the limit loses nothing", async () => {
-    const t = open({ queueType: 'quorum', deliveryLimit: 1 });
+    const t = open({ queueType: 'quorum', deliveryLimit: 1, allowQuorumErrorQueueReads: true });
     const errorQueue = queueName('error');
     await deadLetter(t, errorQueue, 1);
     // A limit of 1 allows 2 deliveries; each browse counts one. Five browses later the entry is still there.

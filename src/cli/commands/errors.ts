@@ -4,14 +4,18 @@ import { HEADER } from '../../headers/names.js';
 import { readRetryState } from '../../headers/retry-state.js';
 import { readFailureFacts } from '../../headers/failure.js';
 import { signatureOf, type FailureGroup } from '../../operations/signature.js';
-import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
+import type { BulkOptions, BulkSummary, EntryResult, ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
 import type { Transport } from '../../transport/types.js';
-import { allKeys, checkKey, checkSignature, pages, scanGroups } from '../error-scan.js';
+import { checkKey, checkSignature, pages, scanGroups } from '../error-scan.js';
 import { indent, multiLine, oneLine, plural, previewBody, shortTime, table, truncate, utf8 } from '../format.js';
 import { UsageError } from '../open-transport.js';
-import { InterruptedError, type CliIo } from '../program.js';
+import { STORE_HELP, storeFile } from '../store-session.js';
+import { IncompleteError, InterruptedError, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
 import { isSendBackRefused } from '../../operations/send-back-destination.js';
+import { addStoreRetryOptions, registerStoreCommands, retriesFromStore, storeRetry, type StoreRetryOptions } from './errors-store-retry.js';
+import { registerIngest } from './errors-ingest.js';
+import { runOnStore, storeOptions, type EntryRenderers, type ShowExtra } from './errors-store.js';
 import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
 
 /** Options every `errors` subcommand takes. */
@@ -56,19 +60,22 @@ type Selection = { kind: 'key'; key: string } | { kind: 'group'; signature: stri
 export function registerErrors(program: Command): void {
   const errors = program
     .command('errors')
-    .description('read, send back, delete and export the messages in an error queue');
+    .description('read, send back, delete and export the messages in an error queue, in place or from the error store');
+  const renderers: EntryRenderers = { showEntry, exportLine };
 
   const queueOption = (command: Command) =>
     command.option('--error-queue <name>', 'the error queue to work on', queueName, 'error');
 
-  queueOption(
-    errors
-      .command('list')
-      .description('group the messages of an error queue by failure signature, largest group first')
-      .argument('[target]', OPTIONAL_TARGET_HELP),
+  storeOptions(
+    queueOption(
+      errors
+        .command('list')
+        .description('group the messages of an error queue by failure signature, largest group first')
+        .argument('[target]', OPTIONAL_TARGET_HELP),
+    ).option('--json', 'print JSON for scripts'),
   )
-    .option('--json', 'print JSON for scripts')
     .action(async (target: string | undefined, opts: QueueOptions, command: Command) => {
+      if (await runOnStore(command, [target], renderers)) return;
       await withErrorQueue(command, target, (ops, _transport, io) => listErrors(ops, target, opts, io));
     });
 
@@ -76,12 +83,15 @@ export function registerErrors(program: Command): void {
     errors
       .command('show')
       .description('show one message: failure, stack, attempt history, headers and body')
-      .argument('<target>', TARGET_HELP)
-      .argument('<key>', 'the entry key, as errors list --json prints it'),
+      .argument('[target]', `${TARGET_HELP} (none with --store)`)
+      .argument('[key]', 'the entry key, as errors list --json prints it'),
   )
     .option('--body-bytes <bytes>', 'bytes of the body to show', byteCount, 4096)
     .option('--json', 'print JSON for scripts')
-    .action(async (target: string, key: string, opts: ShowOptions, command: Command) => {
+    .option('--store <file>', STORE_HELP, storeFile)
+    .action(async (target: string | undefined, key: string | undefined, opts: ShowOptions, command: Command) => {
+      if (await runOnStore(command, [target, key], renderers)) return;
+      if (target === undefined || key === undefined) throw new UsageError('name the entry: errors show <target> <key>, or errors show --store <file> <key>');
       await withErrorQueue(command, target, async (ops, transport, io) => {
         checkKey(transport, key);
         const entry = await ops.get(opts.errorQueue, key);
@@ -90,7 +100,7 @@ export function registerErrors(program: Command): void {
       });
     });
 
-  queueOption(
+  addStoreRetryOptions(queueOption(
     errors
       .command('retry')
       .description('send messages back to the queue they failed on (or --to another), with a fresh retry state')
@@ -103,8 +113,9 @@ export function registerErrors(program: Command): void {
     .option('--allow-queue <queue>', 'send only to this queue; repeat for more (default: any existing work queue)', (value: string, previous: string[] | undefined) =>
       collect(queueName(value), previous),
     )
-    .option('--json', 'print the summary as JSON')
-    .action(async (target: string, key: string | undefined, opts: RetryOptions, command: Command) => {
+    .option('--json', 'print the summary as JSON'))
+    .action(async (target: string, key: string | undefined, opts: RetryOptions & StoreRetryOptions, command: Command) => {
+      if (retriesFromStore(command)) return storeRetry(command, target, key, opts);
       const selection = selectionOf(key, opts);
       if (opts.to !== undefined && opts.to === opts.errorQueue) throw new UsageError(`--to ${opts.to} is the error queue itself; name a work queue`);
       if (opts.to !== undefined && opts.allowQueue !== undefined && !opts.allowQueue.includes(opts.to)) {
@@ -113,18 +124,21 @@ export function registerErrors(program: Command): void {
       await withErrorQueue(command, target, (ops, transport, io) => retryErrors(ops, transport, selection, opts, io));
     });
 
-  queueOption(
-    errors
-      .command('delete')
-      .description('remove messages from the error queue for good')
-      .argument('<target>', TARGET_HELP)
-      .argument('[key]', 'the entry key of one message'),
+  storeOptions(
+    queueOption(
+      errors
+        .command('delete')
+        .description('remove messages from the error queue (or the error store) for good')
+        .argument('[target]', `${TARGET_HELP} (none with --store)`)
+        .argument('[key]', 'the entry key of one message'),
+    )
+      .option('--group <signature>', 'every message with this failure signature (needs --yes)')
+      .option('--all', 'every message in the error queue (needs --yes)')
+      .option('--yes', 'confirm deleting a group or the whole queue')
+      .option('--json', 'print the summary as JSON'),
   )
-    .option('--group <signature>', 'every message with this failure signature (needs --yes)')
-    .option('--all', 'every message in the error queue (needs --yes)')
-    .option('--yes', 'confirm deleting a group or the whole queue')
-    .option('--json', 'print the summary as JSON')
-    .action(async (target: string, key: string | undefined, opts: DeleteOptions, command: Command) => {
+    .action(async (target: string | undefined, key: string | undefined, opts: DeleteOptions, command: Command) => {
+      if (await runOnStore(command, [target, key], renderers)) return;
       const selection = selectionOf(key, opts);
       if (selection.kind !== 'key' && !opts.yes) {
         const what = selection.kind === 'all' ? `every message in '${opts.errorQueue}'` : `every message of group ${selection.signature}`;
@@ -133,16 +147,21 @@ export function registerErrors(program: Command): void {
       await withErrorQueue(command, target, (ops, transport, io) => deleteErrors(ops, transport, selection, opts, io));
     });
 
-  queueOption(
-    errors
-      .command('export')
-      .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
-      .argument('[target]', OPTIONAL_TARGET_HELP),
+  storeOptions(
+    queueOption(
+      errors
+        .command('export')
+        .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
+        .argument('[target]', OPTIONAL_TARGET_HELP),
+    ).option('--out <file>', 'write to this file instead of stdout'),
   )
-    .option('--out <file>', 'write to this file instead of stdout')
     .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
+      if (await runOnStore(command, [target], renderers)) return;
       await withErrorQueue(command, target, (ops, _transport, io) => exportErrors(ops, opts, io));
     });
+
+  registerStoreCommands(errors);
+  registerIngest(errors);
 }
 
 async function withErrorQueue(
@@ -221,7 +240,7 @@ function groupJson(g: FailureGroup) {
 
 // ---------------------------------------------------------------- show
 
-async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promise<void> {
+async function showEntry(entry: ErrorEntry, opts: { bodyBytes: number; json?: boolean }, io: CliIo, extra?: ShowExtra): Promise<void> {
   const h = entry.headers;
   const get = (name: string) => (Object.prototype.hasOwnProperty.call(h, name) && typeof h[name] === 'string' ? h[name]! : '');
   const signature = signatureOf(h);
@@ -240,6 +259,7 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
       failure: readFailureFacts(h),
 
       history,
+      ...extra?.json,
       headers: Object.fromEntries(headerNames.map((name) => [name, h[name]!])),
       body,
     };
@@ -275,7 +295,7 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
     );
     lines.push(indent(rows.join('\n')));
   }
-  lines.push('', 'headers');
+  lines.push('', ...(extra?.lines ?? []), 'headers');
   for (const name of headerNames) lines.push(`  ${oneLine(name)}: ${truncate(oneLine(h[name]!), 200)}`);
   const size = `${plural(body.size, 'byte')}${body.truncated ? `, first ${body.shownBytes} shown` : ''}`;
   lines.push('', `body (${body.encoding === 'utf8' ? 'UTF-8' : 'binary, hex'}, ${size})`);
@@ -285,98 +305,94 @@ async function showEntry(entry: ErrorEntry, opts: ShowOptions, io: CliIo): Promi
 
 // ---------------------------------------------------------------- retry and delete
 
-/** What a retry or delete did. */
+/** What a retry or delete did, counted from the result of each entry. */
 interface Outcome {
+  /** Entries read. */
+  read: number;
+  /** Entries selected. */
+  selected: number;
   /** Entries sent back or deleted. */
   done: number;
-  /** Entries that had gone already (sent back, deleted or expired by someone else). */
+  /** Entries that had gone already (sent back or deleted by someone else between the read and the act). */
   alreadyGone: number;
-  /** Entries not reached because the operation stopped. */
-  notAttempted: number;
   /** Entries left in the error queue because their destination was refused (missing, an error queue, not allowed). */
   refused: number;
   /** Why the first refused entry was refused. */
   firstRefusal?: string;
+  /** Entries the operation failed on. */
+  failed: number;
+  /** The first of them. */
+  firstFailure?: { key: string; error: string };
+  /** Entries in the queue when the run began that another reader held, so this run never saw them. */
+  unseen: number;
   /** Entries sent back, by destination queue. */
   queues: Record<string, number>;
   interrupted: boolean;
-  failed?: { key: string; error: string };
+  /** The error that ended the pass before it read the whole queue. */
+  stoppedBy?: string;
 }
 
-/** The keys a selection covers, read before anything is changed, so messages that fail again and come back are not picked up twice. */
-async function keysOf(
-  ops: ErrorQueueOperations,
-  transport: Transport,
-  selection: Selection,
-  errorQueue: string,
-  io: CliIo,
-  signal: AbortSignal,
-): Promise<string[]> {
-  if (selection.kind === 'key') {
-    checkKey(transport, selection.key);
-    return [selection.key];
-  }
-  const progress = new ProgressBar(io.stderr, 'reading', await ops.count(errorQueue));
-  const onPage = (n: number) => {
-    if (signal.aborted) throw new InterruptedError('interrupted while reading the error queue; nothing was changed');
-    progress.tick(n);
-  };
-  try {
-    if (selection.kind === 'all') return await allKeys(ops, errorQueue, onPage);
-    const { groups } = await scanGroups(ops, errorQueue, onPage);
-    const group = groups.find((g) => g.signature.id === selection.signature);
-    if (!group) io.stderr.write(`redeliver: no message in error queue '${oneLine(errorQueue)}' has signature ${selection.signature}\n`);
-    return group ? [...group.keys] : [];
-  } finally {
-    progress.finish();
-  }
+/** The predicate of a group or `--all` selection. */
+function selects(selection: Exclude<Selection, { kind: 'key' }>): (entry: ErrorEntry) => boolean {
+  return selection.kind === 'all' ? () => true : (entry) => signatureOf(entry.headers).id === selection.signature;
 }
 
 /**
- * Applies `step` to each key in turn, stopping between two keys when
- * interrupted and at the first error. Each step is safe on its own (a
- * confirmed copy before the entry goes), so running the command again after
- * a stop continues where it stopped.
+ * Runs a bulk operation over the error queue in one pass, counting the
+ * result of every selected entry as it comes, so that a pass that fails
+ * half-way still reports what it did.
  */
-async function eachKey(
-  keys: readonly string[],
+async function runBulk(
+  ops: ErrorQueueOperations,
+  errorQueue: string,
   label: string,
   io: CliIo,
   signal: AbortSignal,
-  step: (key: string) => Promise<string | undefined>,
+  run: (options: BulkOptions) => Promise<BulkSummary>,
+  select: (entry: ErrorEntry) => boolean,
 ): Promise<Outcome> {
-  const outcome: Outcome = { done: 0, alreadyGone: 0, notAttempted: 0, refused: 0, queues: {}, interrupted: false };
-  const progress = new ProgressBar(io.stderr, label, keys.length);
-  try {
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      if (signal.aborted) {
-        outcome.interrupted = true;
-        outcome.notAttempted = keys.length - i;
-        break;
-      }
-      let result: string | undefined;
-      try {
-        result = await step(key);
-      } catch (error) {
-        if (isSendBackRefused(error)) {
-          // This entry's destination is refused; the others may be fine.
-          outcome.refused++;
-          outcome.firstRefusal ??= error.message;
-          progress.tick();
-          continue;
-        }
-        outcome.notAttempted = keys.length - i;
-        outcome.failed = { key, error: error instanceof Error ? error.message : String(error) };
-        break;
-      }
-      if (result === undefined) outcome.alreadyGone++;
-      else {
+  const outcome: Outcome = { read: 0, selected: 0, done: 0, alreadyGone: 0, refused: 0, failed: 0, unseen: 0, queues: {}, interrupted: false };
+  const progress = new ProgressBar(io.stderr, label, await ops.count(errorQueue));
+  const onResult = (result: EntryResult) => {
+    switch (result.outcome) {
+      case 'sent':
+        outcome.queues[result.queue] = (outcome.queues[result.queue] ?? 0) + 1;
         outcome.done++;
-        outcome.queues[result] = (outcome.queues[result] ?? 0) + 1;
-      }
-      progress.tick();
+        break;
+      case 'deleted':
+        outcome.done++;
+        break;
+      case 'gone':
+        outcome.alreadyGone++;
+        break;
+      case 'refused':
+        outcome.refused++;
+        outcome.firstRefusal ??= result.error.message;
+        break;
+      case 'failed':
+        outcome.failed++;
+        outcome.firstFailure ??= { key: result.entry.key, error: result.error instanceof Error ? result.error.message : String(result.error) };
+        break;
     }
+  };
+  try {
+    const summary = await run({
+      select: (entry) => {
+        const chosen = select(entry);
+        if (chosen) outcome.selected++;
+        return chosen;
+      },
+      onResult,
+      onRead: (n) => {
+        outcome.read += n;
+        progress.tick(n);
+      },
+      signal,
+    });
+    outcome.unseen = summary.unseen;
+    outcome.interrupted = summary.interrupted;
+  } catch (error) {
+    outcome.stoppedBy = error instanceof Error ? error.message : String(error);
   } finally {
     progress.finish();
   }
@@ -388,22 +404,41 @@ async function retryErrors(ops: ErrorQueueOperations, transport: Transport, sele
     const [depth] = await transport.inspection.queueDepths([opts.to]);
     if (depth?.kind === 'error') throw new UsageError(`--to ${opts.to} is an error queue; name a work queue`);
   }
-  const { signal, dispose } = interruption(io);
+  const destination = { ...(opts.to === undefined ? {} : { queue: opts.to }), ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }) };
   let outcome: Outcome;
-  try {
-    const keys = await keysOf(ops, transport, selection, opts.errorQueue, io, signal);
-    const options = { ...(opts.to === undefined ? {} : { queue: opts.to }), ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }) };
-    outcome = await eachKey(keys, 'sending back', io, signal, (key) => ops.sendBack(opts.errorQueue, key, options));
-  } finally {
-    dispose();
+  if (selection.kind === 'key') {
+    checkKey(transport, selection.key);
+    outcome = await oneKey(async () => {
+      const queue = await ops.sendBack(opts.errorQueue, selection.key, destination);
+      return queue === undefined ? undefined : { queue };
+    });
+  } else {
+    const { signal, dispose } = interruption(io);
+    try {
+      outcome = await runBulk(ops, opts.errorQueue, 'sending back', io, signal, (o) => ops.sendBackEach(opts.errorQueue, { ...o, ...destination }), selects(selection));
+    } finally {
+      dispose();
+    }
+    noteEmptyGroup(selection, outcome, opts.errorQueue, io);
   }
   const queues = Object.entries(outcome.queues)
     .map(([queue, n]) => `${oneLine(queue)}: ${n}`)
     .join(', ');
   await report(outcome, io, opts.json, {
-    json: { sentBack: outcome.done, alreadyGone: outcome.alreadyGone, refused: outcome.refused, notAttempted: outcome.notAttempted, queues: outcome.queues, interrupted: outcome.interrupted, ...(outcome.failed ? { failed: outcome.failed } : {}) },
+    json: {
+      sentBack: outcome.done,
+      alreadyGone: outcome.alreadyGone,
+      refused: outcome.refused,
+      failed: outcome.failed,
+      unseen: outcome.unseen,
+      read: outcome.read,
+      selected: outcome.selected,
+      queues: outcome.queues,
+      interrupted: outcome.interrupted,
+    },
     human: `sent back ${outcome.done}${queues === '' ? '' : ` (${queues})`}, already gone ${outcome.alreadyGone}${outcome.refused === 0 ? '' : `, refused ${outcome.refused}`}`,
     verb: 'send back',
+    errorQueue: opts.errorQueue,
   });
 }
 
@@ -411,39 +446,90 @@ async function deleteErrors(ops: ErrorQueueOperations, transport: Transport, sel
   if (selection.kind === 'all') {
     // One operation on the store: everything in the queue at that moment goes.
     const deleted = await ops.purge(opts.errorQueue);
-    const outcome: Outcome = { done: deleted, alreadyGone: 0, notAttempted: 0, refused: 0, queues: {}, interrupted: false };
-    await report(outcome, io, opts.json, { json: { deleted, alreadyGone: 0, notAttempted: 0, interrupted: false }, human: `deleted ${deleted}`, verb: 'delete' });
+    await write(io.stdout, opts.json ? `${JSON.stringify({ deleted, alreadyGone: 0, interrupted: false })}\n` : `deleted ${deleted}\n`);
     return;
   }
-  const { signal, dispose } = interruption(io);
   let outcome: Outcome;
-  try {
-    const keys = await keysOf(ops, transport, selection, opts.errorQueue, io, signal);
-    outcome = await eachKey(keys, 'deleting', io, signal, async (key) => ((await ops.delete(opts.errorQueue, key)) ? opts.errorQueue : undefined));
-  } finally {
-    dispose();
+  if (selection.kind === 'key') {
+    checkKey(transport, selection.key);
+    outcome = await oneKey(async () => ((await ops.delete(opts.errorQueue, selection.key)) ? {} : undefined));
+  } else {
+    const { signal, dispose } = interruption(io);
+    try {
+      outcome = await runBulk(ops, opts.errorQueue, 'deleting', io, signal, (o) => ops.deleteEach(opts.errorQueue, o), selects(selection));
+    } finally {
+      dispose();
+    }
+    noteEmptyGroup(selection, outcome, opts.errorQueue, io);
   }
   await report(outcome, io, opts.json, {
-    json: { deleted: outcome.done, alreadyGone: outcome.alreadyGone, notAttempted: outcome.notAttempted, interrupted: outcome.interrupted, ...(outcome.failed ? { failed: outcome.failed } : {}) },
+    json: {
+      deleted: outcome.done,
+      alreadyGone: outcome.alreadyGone,
+      failed: outcome.failed,
+      unseen: outcome.unseen,
+      read: outcome.read,
+      selected: outcome.selected,
+      interrupted: outcome.interrupted,
+    },
     human: `deleted ${outcome.done}, already gone ${outcome.alreadyGone}`,
     verb: 'delete',
+    errorQueue: opts.errorQueue,
   });
 }
 
-/** Prints the summary line (or JSON), then fails the command when the operation stopped early. */
-async function report(outcome: Outcome, io: CliIo, json: boolean | undefined, text: { json: object; human: string; verb: string }): Promise<void> {
-  const stopped = outcome.interrupted || outcome.failed !== undefined;
-  const rest = stopped ? `, not attempted ${outcome.notAttempted}` : '';
-  await write(io.stdout, json ? `${JSON.stringify(text.json)}\n` : `${text.human}${rest}\n`);
-  if (outcome.failed) {
+/** The outcome of acting on one key: `act` resolves undefined when the entry was not there. */
+async function oneKey(act: () => Promise<{ queue?: string } | undefined>): Promise<Outcome> {
+  const outcome: Outcome = { read: 0, selected: 1, done: 0, alreadyGone: 0, refused: 0, failed: 0, unseen: 0, queues: {}, interrupted: false };
+  try {
+    const done = await act();
+    if (done === undefined) outcome.alreadyGone++;
+    else {
+      outcome.done++;
+      if (done.queue !== undefined) outcome.queues[done.queue] = 1;
+    }
+  } catch (error) {
+    if (!isSendBackRefused(error)) throw error;
+    outcome.refused++;
+    outcome.firstRefusal = error.message;
+  }
+  return outcome;
+}
+
+function noteEmptyGroup(selection: Selection, outcome: Outcome, errorQueue: string, io: CliIo): void {
+  if (selection.kind === 'group' && outcome.selected === 0 && outcome.unseen === 0 && outcome.stoppedBy === undefined && !outcome.interrupted) {
+    io.stderr.write(`redeliver: no message in error queue '${oneLine(errorQueue)}' has signature ${selection.signature}\n`);
+  }
+}
+
+/**
+ * Prints the summary line (or JSON), then fails the command when not every
+ * selected entry is accounted for: interrupted (130), the pass stopped by
+ * an error, entries failed or refused (1), entries held by another reader
+ * and never seen (3).
+ */
+async function report(outcome: Outcome, io: CliIo, json: boolean | undefined, text: { json: object; human: string; verb: string; errorQueue: string }): Promise<void> {
+  const extra = [outcome.failed > 0 ? `, failed ${outcome.failed}` : '', outcome.unseen > 0 ? `, unseen ${outcome.unseen}` : ''].join('');
+  await write(io.stdout, json ? `${JSON.stringify(text.json)}\n` : `${text.human}${extra}\n`);
+  if (outcome.stoppedBy !== undefined) {
+    throw new Error(`stopped after reading ${plural(outcome.read, 'entry', 'entries')}: ${oneLine(outcome.stoppedBy)}; the entries reported done are done, run the same command again to continue`);
+  }
+  if (outcome.interrupted) throw new InterruptedError(`interrupted after reading ${plural(outcome.read, 'entry', 'entries')}; run the same command again to continue`);
+  if (outcome.firstFailure) {
     throw new Error(
-      `could not ${text.verb} entry ${oneLine(outcome.failed.key)}: ${oneLine(outcome.failed.error)}; ` +
-        `the entries before it are done, run the same command again to continue`,
+      `could not ${text.verb} ${plural(outcome.failed, 'entry', 'entries')}, the first ${oneLine(outcome.firstFailure.key)}: ${oneLine(outcome.firstFailure.error)}; ` +
+        'run the same command again to retry them',
     );
   }
-  if (outcome.interrupted) throw new InterruptedError(`interrupted; run the same command again to continue`);
   if (outcome.firstRefusal !== undefined) {
     throw new Error(`${plural(outcome.refused, 'entry was', 'entries were')} refused and stay in the error queue; the first: ${oneLine(outcome.firstRefusal)}`);
+  }
+  if (outcome.unseen > 0) {
+    throw new IncompleteError(
+      `${plural(outcome.unseen, 'entry', 'entries')} in error queue '${oneLine(text.errorQueue)}' when this run began ${outcome.unseen === 1 ? 'was' : 'were'} ` +
+        'held by another reader (another retry or delete, a dashboard, a consumer of the error queue) and never seen by this run; ' +
+        'some may be among those selected: run the same command again once the other reader has finished',
+    );
   }
 }
 
@@ -497,7 +583,7 @@ async function exportErrors(ops: ErrorQueueOperations, opts: ExportOptions, io: 
   if (signal.aborted) throw new InterruptedError(`interrupted after ${plural(exported, 'entry', 'entries')}; the export is incomplete`);
 }
 
-function exportLine(entry: ErrorEntry): ExportLine {
+export function exportLine(entry: ErrorEntry): ExportLine {
   const text = utf8(entry.body);
   return {
     key: entry.key,

@@ -11,6 +11,8 @@ import type {
 } from '../../transport/types.js';
 import { MinHeap } from '../../util/min-heap.js';
 import type { ErrorEntry, ErrorQueueOperations } from '../../transport/error-queue.js';
+import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
+import { pageSizeOf } from '../../operations/scan-page.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
@@ -86,6 +88,9 @@ export class MemoryTransport implements Transport {
       this.#existing(queue)
         .slice(offset, offset + limit)
         .map((m) => this.#entry(queue, m)),
+    scan: (queue, options = {}) => this.#scan(queue, pageSizeOf(options.pageSize)),
+    sendBackEach: (queue, options) => sendBackEachByKey(this.errorQueue, queue, options),
+    deleteEach: (queue, options) => deleteEachByKey(this.errorQueue, queue, options),
     get: async (queue, key) => {
       const found = this.#existing(queue).find((m) => m.key === key);
       return found && this.#entry(queue, found);
@@ -135,6 +140,17 @@ export class MemoryTransport implements Transport {
     queueKinds: async (queues) =>
       new Map(queues.map((queue) => [queue, this.#errorQueues.has(queue) ? 'error' : this.#ready.has(queue) || this.#subscriptions.has(queue) ? 'work' : 'missing'])),
   };
+
+  /** The entries the queue holds when the scan begins, oldest first, a page at a time; one removed meanwhile is left out. */
+  async *#scan(queue: string, pageSize: number): AsyncGenerator<ErrorEntry[]> {
+    const snapshot = [...this.#existing(queue)];
+    const list = this.#existing(queue);
+    for (let start = 0; start < snapshot.length; start += pageSize) {
+      const held = new Set(list);
+      const page = snapshot.slice(start, start + pageSize).filter((m) => held.has(m));
+      if (page.length > 0) yield page.map((m) => this.#entry(queue, m));
+    }
+  }
 
   #entry(queue: string, message: StoredMessage): ErrorEntry {
     return { key: message.key!, messageId: message.id, errorQueue: queue, body: message.body, headers: { ...message.headers } };

@@ -13,11 +13,14 @@ export { RabbitMqDelivery } from './delivery.js';
 export {
   RabbitMqOperations,
   SendBackIncompleteError,
+  BulkIncompleteError,
+  SEND_BACK_WINDOW,
   MAX_BROWSE_LIMIT,
   DEFAULT_ERROR_QUEUE_MAX_SCAN,
   type RabbitMqOperationsOptions,
 } from './operations.js';
-export { BrokerStallError, ScanLimitError } from './queue-access.js';
+export { BrokerStallError, ScanLimitError, type ReadStats } from './queue-access.js';
+export { QuorumErrorQueueError } from './quorum-refusal.js';
 export { errorQueueMarkerName } from './error-queue-marker.js';
 export {
   ConfirmTimeoutError,

@@ -9,15 +9,18 @@
  * unacknowledged, and gives back (`basic.nack` with requeue) everything it
  * does not remove. What that means for an operator:
  *
- * - Reading entry `n` costs `n` round trips: a page at offset `o` of `l`
- *   entries reads `o + l` messages, and every operation on a key reads the
- *   queue from the head up to that entry. One operation reads at most
- *   `errorQueueMaxScan` messages (default 100,000) and otherwise fails with a
- *   {@link ScanLimitError}, changing nothing.
+ * - `scan`, `sendBackEach` and `deleteEach` read the queue in one pass:
+ *   each message `basic.get` once, all held on one channel until the end,
+ *   at most the messages the queue held when the pass began. Reading entry
+ *   `n` by position or key (`browse`, `get`, `sendBack`, `delete`) costs `n`
+ *   round trips. One operation reads at most `errorQueueMaxScan` messages
+ *   (default 100,000) and otherwise fails with a {@link ScanLimitError},
+ *   changing nothing.
  * - The messages read are given back in place on a classic queue, but the
- *   broker sets their `redelivered` flag. On a quorum queue they go to the
- *   back of the queue instead, and each read counts as a delivery against the
- *   queue's `x-delivery-limit`.
+ *   broker sets their `redelivered` flag. A quorum queue would count each
+ *   read as a delivery against its delivery limit: every operation refuses
+ *   one with a {@link QuorumErrorQueueError} unless
+ *   `allowQuorumErrorQueueReads` is set.
  * - While an operation holds messages, nobody else sees them: a consumer of
  *   the error queue, or an operation of another process, sees a shorter
  *   queue for that moment. Operations of one transport on one error queue
@@ -28,7 +31,18 @@
 import type { GetMessage } from 'amqplib';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
-import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
+import { BulkTally, failureResult, sendBackOptionsOf } from '../../operations/bulk.js';
+import { pageSizeOf } from '../../operations/scan-page.js';
+import type {
+  BrowseOptions,
+  BulkOptions,
+  BulkSendBackOptions,
+  BulkSummary,
+  ErrorEntry,
+  ErrorQueueOperations,
+  ScanOptions,
+  SendBackOptions,
+} from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import type { ConnectionManager, Session } from './connection.js';
 import type { QueueDeclarations } from './declarations.js';
@@ -37,7 +51,9 @@ import { derivedEntryKey, entryIdOf, hasEntryKey, messageIdOf } from './entry-ke
 import { TransportClosedError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
 import { keptProperties, type Publisher } from './publisher.js';
-import { BrokerStallError, checkQueueName, PassiveChannel, QueueReader } from './queue-access.js';
+import { BrokerStallError, checkQueueName, PassiveChannel, QueueReader, type ReadStats } from './queue-access.js';
+import { fromQuorumQueue, QuorumErrorQueueError } from './quorum-refusal.js';
+import { SnapshotPass } from './snapshot-pass.js';
 import { delayTopologyNames, levelQueues } from './topology.js';
 import { decodeHeaders } from './wire-headers.js';
 
@@ -57,7 +73,20 @@ export interface RabbitMqOperationsOptions {
    * trips and holds `n` messages unacknowledged. Default 100 000.
    */
   readonly errorQueueMaxScan?: number;
+  /**
+   * Lets error-queue operations read quorum error queues. Every read of a
+   * quorum queue counts a delivery of each message read against its
+   * delivery limit (RabbitMQ 4: 20 unless declared otherwise; a policy can
+   * set one too), past which the broker drops it; set this only for a
+   * quorum error queue known to have no limit. Default false: an operation
+   * that reads a message of a quorum queue gives it back and fails with a
+   * `QuorumErrorQueueError`.
+   */
+  readonly allowQuorumErrorQueueReads?: boolean;
 }
+
+/** Copies of a `sendBackEach` waiting for their confirms at once, at most. */
+export const SEND_BACK_WINDOW = 128;
 
 /** What the operations need from their transport. */
 export interface OperationsContext {
@@ -93,6 +122,29 @@ export class SendBackIncompleteError extends Error {
 }
 
 /**
+ * A bulk operation acked entries but could not confirm that the broker
+ * removed them (the connection dropped before the end of the pass). For a
+ * send-back their copies are out: sending them back again would send those
+ * messages twice.
+ */
+export class BulkIncompleteError extends Error {
+  override readonly name: string = 'BulkIncompleteError';
+  constructor(
+    readonly errorQueue: string,
+    /** Entries acked whose removal is unconfirmed. */
+    readonly unconfirmed: number,
+    what: 'sent back' | 'deleted',
+  ) {
+    super(
+      `rabbitmq: ${unconfirmed} ${unconfirmed === 1 ? 'entry was' : 'entries were'} ${what}` +
+        (what === 'sent back' ? ' (the broker confirmed each copy)' : '') +
+        `, but their removal from '${errorQueue}' could not be confirmed: some may still be there` +
+        (what === 'sent back' ? '; sending them back again would send those messages twice, look them up and delete them instead' : ''),
+    );
+  }
+}
+
+/**
  * Error-queue operations and queue inspection on RabbitMQ. Reached through
  * `transport.errorQueue` and `transport.inspection`; shares the transport's
  * connection and confirm channel.
@@ -100,9 +152,12 @@ export class SendBackIncompleteError extends Error {
 export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection {
   /** The most messages one operation reads (`errorQueueMaxScan`). */
   readonly maxScan: number;
+  /** `basic.get` requests sent by every operation so far. */
+  readonly stats: ReadStats = { reads: 0 };
+  readonly #allowQuorum: boolean;
   readonly #context: OperationsContext;
   /** The tail of the operations running on each error queue: they run one at a time. */
-  readonly #tails = new Map<string, Promise<unknown>>();
+  readonly #tails = new Map<string, Promise<void>>();
   readonly #warnedQuorum = new Set<string>();
 
   constructor(context: OperationsContext, options: RabbitMqOperationsOptions = {}) {
@@ -111,6 +166,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
       throw new RangeError(`RabbitMqTransport: errorQueueMaxScan must be a whole number >= 1, got ${maxScan}`);
     }
     this.maxScan = maxScan;
+    this.#allowQuorum = options.allowQuorumErrorQueueReads === true;
     this.#context = context;
   }
 
@@ -120,6 +176,189 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     return this.#exclusive(errorQueue, () =>
       this.#passive('count an error queue', async (passive) => (await passive.queue(errorQueue))?.messageCount ?? 0),
     );
+  }
+
+  /**
+   * Every entry, oldest first, in one pass (see {@link SnapshotPass}): each
+   * message read once and held until the iteration ends, then all given
+   * back in their places. Stopping the iteration early (`break`, or a throw
+   * in the loop) gives them back at once. While it runs, other operations
+   * of this transport on the same queue wait.
+   */
+  async *scan(errorQueue: string, options: ScanOptions = {}): AsyncGenerator<ErrorEntry[]> {
+    checkQueueName(errorQueue);
+    const pageSize = pageSizeOf(options.pageSize);
+    const operation = `scan '${errorQueue}'`;
+    const unlock = await this.#lock(errorQueue);
+    try {
+      const session = await this.#session(operation);
+      const pass = await this.#onPassive(session, (passive) => this.#openPass(session, passive, errorQueue, operation));
+      try {
+        let page: ErrorEntry[] = [];
+        for (let message = await pass.next(); message; message = await pass.next()) {
+          this.#checkQuorum(errorQueue, message, operation);
+          page.push(this.#entry(errorQueue, message));
+          if (page.length >= pageSize) {
+            yield page;
+            page = [];
+          }
+        }
+        if (page.length > 0) yield page;
+      } finally {
+        await pass.finish();
+      }
+    } finally {
+      unlock();
+    }
+  }
+
+  /**
+   * Sends back every entry `options.select` picks, in one pass: each
+   * message read once; for each selected one the copy is published on the
+   * confirm channel (up to {@link SEND_BACK_WINDOW} awaiting their confirms
+   * at once) and the entry acked only once its own copy is confirmed; every
+   * other message is given back at the end. One delivery counted per entry.
+   *
+   * Per entry: `sent`, `refused` (the destination is missing, an error queue
+   * or not allowed: checked once per destination per pass, passively),
+   * `failed` (no destination named, the copy not confirmed: the entry stays;
+   * or a {@link SendBackIncompleteError}: the copy is out and the ack could
+   * not be made). Resolves the totals, with `unseen` the entries another
+   * reader held. Rejects with a {@link BulkIncompleteError} when acks were
+   * made but their end could not be confirmed, and with the error when the
+   * pass itself failed (after settling the copies in flight).
+   */
+  async sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
+    checkQueueName(errorQueue);
+    if (options.queue !== undefined) checkQueueName(options.queue);
+    const { queue, allowedQueues } = sendBackOptionsOf(options);
+    const { publisher, markers, options: transportOptions } = this.#context;
+    return this.#bulk(errorQueue, `send back entries of '${errorQueue}'`, options, 'sent back', (passive) => {
+      const refusals = new Map<string, Promise<SendBackRefusal | undefined>>();
+      // Passive checks only: the destination may come from a header anyone could write, and a send-back never creates a queue.
+      const refusalOf = (destination: string) => {
+        let refusal = refusals.get(destination);
+        if (!refusal) {
+          refusal = (async () => {
+            if ((await passive.queue(destination)) === undefined) return 'missing' as const;
+            return (await markers.isErrorQueue(passive, destination)) ? ('error-queue' as const) : undefined;
+          })();
+          refusals.set(destination, refusal);
+        }
+        return refusal;
+      };
+      return async (message, entry, pass, tally) => {
+        const destination = queue ?? failureQueueOf(entry.headers);
+        if (destination === undefined) {
+          tally.record({ outcome: 'failed', entry, error: new Error(`message ${entry.messageId} does not say which queue it failed on; name the queue to send it to`) });
+          return undefined;
+        }
+        try {
+          checkQueueName(destination);
+          checkDestinationAllowed(destination, errorQueue, entry.messageId, allowedQueues);
+          const refusal = await refusalOf(destination);
+          if (refusal) throw new SendBackRefusedError(destination, refusal, entry.messageId);
+        } catch (error) {
+          tally.record(failureResult(entry, error));
+          return undefined;
+        }
+        const copy = {
+          id: entry.messageId,
+          body: message.content,
+          headers: replayHeaders(entry.headers, new Date(transportOptions.clock.now())),
+          properties: keptProperties(message.properties),
+        };
+        const confirmed = publisher.publishCopy(destination, copy, 'send-back').then(
+          () => {
+            // The copy is confirmed. From here a failure leaves the message twice, never zero times.
+            try {
+              pass.ack(message);
+            } catch (error) {
+              transportOptions.logger?.warn({ err: error, errorQueue, key: entry.key, queue: destination, messageId: entry.messageId }, 'rabbitmq: a sent-back entry is still in the error queue');
+              tally.record({ outcome: 'failed', entry, error: new SendBackIncompleteError(errorQueue, entry.key, destination, error) });
+              return;
+            }
+            tally.record({ outcome: 'sent', entry, queue: destination });
+          },
+          (error: unknown) => tally.record(failureResult(entry, error)),
+        );
+        return { confirmed };
+      };
+    });
+  }
+
+  /**
+   * Removes every entry `options.select` picks, in one pass: each message
+   * read once, the selected ones acked, the rest given back at the end,
+   * which the broker answers once every ack is done. Rejects with a
+   * {@link BulkIncompleteError} when that answer does not come.
+   */
+  async deleteEach(errorQueue: string, options: BulkOptions): Promise<BulkSummary> {
+    checkQueueName(errorQueue);
+    return this.#bulk(errorQueue, `delete entries of '${errorQueue}'`, options, 'deleted', () => async (message, entry, pass, tally) => {
+      try {
+        pass.ack(message);
+      } catch (error) {
+        tally.record({ outcome: 'failed', entry, error });
+        return undefined;
+      }
+      tally.record({ outcome: 'deleted', entry });
+      return undefined;
+    });
+  }
+
+  /**
+   * One pass acting on the selected entries. `prepare` makes the action,
+   * given the pass's passive channel; an action may return what it still
+   * waits for (a copy's confirm), and at most {@link SEND_BACK_WINDOW} such
+   * waits are pending at once.
+   */
+  async #bulk(
+    errorQueue: string,
+    operation: string,
+    options: BulkOptions,
+    what: 'sent back' | 'deleted',
+    prepare: (
+      passive: PassiveChannel,
+    ) => (message: GetMessage, entry: ErrorEntry, pass: SnapshotPass, tally: BulkTally) => Promise<{ confirmed: Promise<void> } | undefined>,
+  ): Promise<BulkSummary> {
+    return this.#exclusive(errorQueue, async () => {
+      const tally = new BulkTally(options.onResult);
+      const session = await this.#session(operation);
+      return this.#onPassive(session, async (passive) => {
+        const pass = await this.#openPass(session, passive, errorQueue, operation);
+        const act = prepare(passive);
+        const pending = new Set<Promise<void>>();
+        let failure: { error: unknown } | undefined;
+        try {
+          for (;;) {
+            if (options.signal?.aborted) tally.interrupted = true;
+            if (tally.interrupted || tally.callbackFailed) break;
+            const message = await pass.next();
+            if (!message) break;
+            this.#checkQuorum(errorQueue, message, operation);
+            tally.read++;
+            options.onRead?.(1);
+            const entry = this.#entry(errorQueue, message);
+            if (!options.select(entry)) continue;
+            tally.selected++;
+            const waiting = await act(message, entry, pass, tally);
+            if (!waiting) continue;
+            const tracked: Promise<void> = waiting.confirmed.finally(() => pending.delete(tracked));
+            pending.add(tracked);
+            if (pending.size >= SEND_BACK_WINDOW) await Promise.race(pending);
+          }
+        } catch (error) {
+          failure = { error };
+        }
+        await Promise.all(pending);
+        const confirmed = await pass.finish();
+        tally.unseen = pass.unseen;
+        if (failure) throw failure.error;
+        if (!confirmed && tally.done > 0) throw new BulkIncompleteError(errorQueue, tally.done, what);
+        return tally.summary();
+      });
+    });
   }
 
   /**
@@ -140,6 +379,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         for (let index = 0; index < offset + limit; index++) {
           const message = await reader.next();
           if (!message) break;
+          this.#checkQuorum(errorQueue, message, `browse '${errorQueue}'`);
           // Skipped messages are not kept: only their delivery tags matter, and one nack gives them all back.
           if (index >= offset) entries.push(this.#entry(errorQueue, message));
         }
@@ -153,7 +393,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     checkQueueName(errorQueue);
     return this.#exclusive(errorQueue, () =>
       this.#read(errorQueue, `find entry ${key} in '${errorQueue}'`, async (reader) => {
-        const message = await this.#find(reader, key);
+        const message = await this.#find(reader, key, `find entry ${key} in '${errorQueue}'`);
         return message && this.#entry(errorQueue, message);
       }),
     );
@@ -192,7 +432,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     if (options.queue !== undefined) checkQueueName(options.queue);
     return this.#exclusive(errorQueue, () =>
       this.#read(errorQueue, `send back entry ${key} from '${errorQueue}'`, async (reader, session) => {
-        const message = await this.#find(reader, key);
+        const message = await this.#find(reader, key, `send back entry ${key} from '${errorQueue}'`);
         if (!message) return undefined;
         reader.requeueBefore(message);
         const { headers } = decodeHeaders(message.properties.headers);
@@ -239,7 +479,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     checkQueueName(errorQueue);
     return this.#exclusive(errorQueue, () =>
       this.#read(errorQueue, `delete entry ${key} from '${errorQueue}'`, async (reader) => {
-        const message = await this.#find(reader, key);
+        const message = await this.#find(reader, key, `delete entry ${key} from '${errorQueue}'`);
         if (!message) return false;
         reader.requeueBefore(message);
         await reader.ackAndClose(message);
@@ -334,7 +574,6 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   }
 
   #entry(errorQueue: string, message: GetMessage): ErrorEntry {
-    this.#noteQuorum(errorQueue, message);
     const { headers } = decodeHeaders(message.properties.headers);
     const messageId = messageIdOf(message, headers);
     const key = entryIdOf(message.properties.headers) ?? derivedEntryKey(messageId, headers, message.content);
@@ -342,18 +581,23 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   }
 
   /** Reads until the entry with `key`, which stays held; undefined once the queue ends without it. */
-  async #find(reader: QueueReader, key: string): Promise<GetMessage | undefined> {
+  async #find(reader: QueueReader, key: string, operation: string): Promise<GetMessage | undefined> {
     for (;;) {
       const message = await reader.next();
       if (!message) return undefined;
-      this.#noteQuorum(reader.queue, message);
+      this.#checkQuorum(reader.queue, message, operation);
       if (hasEntryKey(message, key)) return message;
     }
   }
 
-  /** A quorum queue moves what a read gives back to its end and counts it as a delivery: say so once per queue. */
-  #noteQuorum(queue: string, message: GetMessage): void {
-    if (this.#warnedQuorum.has(queue) || message.properties.headers?.['x-delivery-count'] === undefined) return;
+  /**
+   * Refuses to go on reading a quorum queue (see {@link QuorumErrorQueueError})
+   * unless `allowQuorumErrorQueueReads`; when allowed, warns once per queue.
+   */
+  #checkQuorum(queue: string, message: GetMessage, operation: string): void {
+    if (!fromQuorumQueue(message)) return;
+    if (!this.#allowQuorum) throw new QuorumErrorQueueError(queue, operation);
+    if (this.#warnedQuorum.has(queue)) return;
     this.#warnedQuorum.add(queue);
     this.#context.options.logger?.warn(
       { queue },
@@ -366,12 +610,18 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   async #read<T>(queue: string, operation: string, fn: (reader: QueueReader, session: Session) => Promise<T>): Promise<T> {
     const session = await this.#session(operation);
     const { clock, confirmTimeoutMs } = this.#context.options;
-    const reader = await QueueReader.open(session, queue, { clock, timeoutMs: confirmTimeoutMs, maxScan: this.maxScan, operation });
+    const reader = await QueueReader.open(session, queue, { clock, timeoutMs: confirmTimeoutMs, maxScan: this.maxScan, operation, stats: this.stats });
     try {
       return await fn(reader, session);
     } finally {
       await reader.release();
     }
+  }
+
+  /** Opens a one-pass read of `queue` (its depth read on `passive`). */
+  #openPass(session: Session, passive: PassiveChannel, queue: string, operation: string): Promise<SnapshotPass> {
+    const { clock, confirmTimeoutMs } = this.#context.options;
+    return SnapshotPass.open(session, passive, queue, { clock, timeoutMs: confirmTimeoutMs, maxScan: this.maxScan, operation, stats: this.stats });
   }
 
   async #passive<T>(operation: string, fn: (passive: PassiveChannel) => Promise<T>): Promise<T> {
@@ -405,15 +655,27 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   }
 
   /** Runs `fn` after every earlier operation on `queue` of this transport has finished. */
-  #exclusive<T>(queue: string, fn: () => Promise<T>): Promise<T> {
+  async #exclusive<T>(queue: string, fn: () => Promise<T>): Promise<T> {
+    const unlock = await this.#lock(queue);
+    try {
+      return await fn();
+    } finally {
+      unlock();
+    }
+  }
+
+  /** Waits for every earlier operation on `queue` of this transport to finish; resolves the function that lets the next one run. */
+  async #lock(queue: string): Promise<() => void> {
+    let unlock!: () => void;
+    const held = new Promise<void>((resolve) => (unlock = resolve));
     const previous = this.#tails.get(queue) ?? Promise.resolve();
-    const result = previous.then(fn, fn);
-    const tail = result.catch(() => undefined);
+    const tail = previous.then(() => held);
     this.#tails.set(queue, tail);
     void tail.then(() => {
       if (this.#tails.get(queue) === tail) this.#tails.delete(queue);
     });
-    return result;
+    await previous;
+    return unlock;
   }
 }
 

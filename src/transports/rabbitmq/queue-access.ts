@@ -180,6 +180,18 @@ export class PassiveChannel {
   }
 }
 
+/** How long the ready count of a queue may stay still before the messages given back are taken as all returned. */
+export const RETURN_SETTLE_MS = 250;
+
+/** How often the ready count is read while messages given back return to the queue. */
+const RETURN_POLL_MS = 20;
+
+/** Counters of the `basic.get` requests of error-queue operations. */
+export interface ReadStats {
+  /** `basic.get` requests sent, the last empty one of a read included. */
+  reads: number;
+}
+
 /**
  * Takes messages off the head of one queue with `basic.get` (manual ack) on
  * a private channel, and holds them until they are acked or given back.
@@ -189,8 +201,11 @@ export class PassiveChannel {
 export class QueueReader {
   readonly #channel: Channel;
   readonly #guard: ReplyGuard;
+  readonly #clock: Clock;
+  readonly #timeoutMs: number;
   #closed = false;
   #fetched = 0;
+  #acked = 0;
   /** Messages the broker said were left after the last `basic.get`. */
   #remaining: number | undefined;
   #exhausted = false;
@@ -201,7 +216,12 @@ export class QueueReader {
     readonly queue: string,
     private readonly maxScan: number,
     private readonly operation: string,
+    private readonly stats: ReadStats | undefined,
+    clock: Clock,
+    timeoutMs: number,
   ) {
+    this.#clock = clock;
+    this.#timeoutMs = timeoutMs;
     this.#channel = channel;
     this.#guard = guard;
     channel.on('close', () => {
@@ -210,11 +230,15 @@ export class QueueReader {
   }
 
   /** Opens a reader of `queue` on a new channel of `session`. */
-  static async open(session: Session, queue: string, options: { clock: Clock; timeoutMs: number; maxScan: number; operation: string }): Promise<QueueReader> {
+  static async open(
+    session: Session,
+    queue: string,
+    options: { clock: Clock; timeoutMs: number; maxScan: number; operation: string; stats?: ReadStats },
+  ): Promise<QueueReader> {
     const guard = new ReplyGuard(options.clock, options.timeoutMs);
     try {
       const channel = await quietChannel(session, guard, options.operation);
-      return new QueueReader(channel, guard, queue, options.maxScan, options.operation);
+      return new QueueReader(channel, guard, queue, options.maxScan, options.operation, options.stats, options.clock, options.timeoutMs);
     } catch (error) {
       guard.stop();
       throw error;
@@ -238,6 +262,7 @@ export class QueueReader {
       throw new ScanLimitError(this.queue, this.maxScan, this.operation);
     }
     let message: GetMessage | false;
+    if (this.stats) this.stats.reads++;
     try {
       message = await this.#guard.request(this.operation, this.#channel.get(this.queue, { noAck: false }));
     } catch (error) {
@@ -273,6 +298,17 @@ export class QueueReader {
   }
 
   /**
+   * Acknowledges (removes) `message`, keeping the others held. The broker
+   * confirms nothing: {@link finish} resolves true once every ack is done.
+   * Throws when the channel closed (the broker gave the message back).
+   */
+  ack(message: GetMessage): void {
+    if (this.#closed) throw new Error(`rabbitmq: the channel reading '${this.queue}' closed before the message could be removed`);
+    this.#channel.ack(message);
+    this.#acked++;
+  }
+
+  /**
    * Acknowledges (removes) `message` and closes the channel. Resolves once
    * the broker has answered the close, which it does only after it handled
    * the ack: then the message is gone for sure. Rejects when that cannot be
@@ -289,17 +325,64 @@ export class QueueReader {
     }
   }
 
+  /**
+   * Waits until the queue counts the messages just given back as ready
+   * again, so that a pass starting next sees them all. The broker answers
+   * neither acks nor nacks, and a classic queue takes them back a few
+   * hundred at a time (about a second for 3,000 on RabbitMQ 3.10); a
+   * passive declaration on the same channel is answered after it has
+   * handled the acks and nacks sent before it. Polls until the queue holds
+   * at least as many ready messages as were given back, or its count has
+   * stopped growing for {@link RETURN_SETTLE_MS} (someone else is taking
+   * them), or the reply timeout has passed.
+   */
+  async #awaitReturned(operation: string): Promise<void> {
+    const returned = this.#fetched - this.#acked;
+    const started = this.#clock.now();
+    let last = -1;
+    let grewAt = started;
+    for (;;) {
+      const { messageCount } = await this.#guard.request(operation, this.#channel.checkQueue(this.queue));
+      const now = this.#clock.now();
+      if (messageCount >= returned || now - started >= this.#timeoutMs) return;
+      if (messageCount !== last) {
+        last = messageCount;
+        grewAt = now;
+      } else if (now - grewAt >= RETURN_SETTLE_MS) return;
+      await this.#clock.sleep(RETURN_POLL_MS);
+    }
+  }
+
   /** Gives back every message still held, in their original order, and closes the channel. Never throws. */
   async release(): Promise<void> {
+    await this.finish();
+  }
+
+  /**
+   * Gives back every message still held, in their original order, and
+   * closes the channel. Resolves true once every earlier ack and nack on
+   * the channel is done (the queue is gone, or answered a passive
+   * declaration sent after them on the same channel); false when that cannot be known (the channel or connection closed
+   * first, or no answer in time: the broker then gives back whatever was
+   * not acked yet). Never throws.
+   */
+  async finish(): Promise<boolean> {
     try {
-      if (!this.#closed) {
-        this.#closed = true;
-        // One nack for everything still held (delivery tag 0, multiple): back in their places.
-        this.#channel.nackAll(true);
-        await this.#guard.request(`give back the messages read from '${this.queue}'`, this.#channel.close());
+      if (this.#closed) return false;
+      this.#closed = true;
+      // One nack for everything still held (delivery tag 0, multiple): back in their places.
+      this.#channel.nackAll(true);
+      const operation = `give back the messages read from '${this.queue}'`;
+      try {
+        await this.#awaitReturned(operation);
+      } catch (error) {
+        if (isNotFound(error)) return true; // the queue is gone, and what was read with it
+        throw error;
       }
+      await this.#guard.request(operation, this.#channel.close());
+      return true;
     } catch {
-      // The channel or connection is gone: the broker has given the messages back itself.
+      return false;
     } finally {
       this.#guard.stop();
     }

@@ -2,7 +2,18 @@ import type Database from 'better-sqlite3';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import type { Clock } from '../../time/clock.js';
-import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, SendBackOptions } from '../../transport/error-queue.js';
+import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
+import { pageSizeOf } from '../../operations/scan-page.js';
+import type {
+  BrowseOptions,
+  BulkOptions,
+  BulkSendBackOptions,
+  BulkSummary,
+  ErrorEntry,
+  ErrorQueueOperations,
+  ScanOptions,
+  SendBackOptions,
+} from '../../transport/error-queue.js';
 import type { QueueDepth, QueueKind, QueueInspection } from '../../transport/inspection.js';
 import { nextTurn, writeWhenFree } from './busy.js';
 import { parseHeaders } from './codec.js';
@@ -46,6 +57,7 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #count: Database.Statement<[string], number>;
   readonly #page: Database.Statement<[string, number, number], ErrorRow>;
   readonly #one: Database.Statement<[string, number], ErrorRow>;
+  readonly #after: Database.Statement<[string, number, number, number], ErrorRow>;
   readonly #delete: Database.Statement<[string, number]>;
   readonly #lastSeq: Database.Statement<[string], number | null>;
   readonly #purgeChunk: Database.Statement<[string, number, number]>;
@@ -65,6 +77,9 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     this.#onQueued = onQueued;
     this.#count = db.prepare<[string], number>('SELECT COUNT(*) FROM error_messages WHERE queue = ?').pluck(true);
     this.#page = db.prepare<[string, number, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? ORDER BY seq LIMIT ? OFFSET ?');
+    this.#after = db.prepare<[string, number, number, number], ErrorRow>(
+      'SELECT seq, id, body, headers FROM error_messages WHERE queue = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
+    );
     this.#one = db.prepare<[string, number], ErrorRow>('SELECT seq, id, body, headers FROM error_messages WHERE queue = ? AND seq = ?');
     this.#delete = db.prepare<[string, number]>('DELETE FROM error_messages WHERE queue = ? AND seq = ?');
     this.#lastSeq = db.prepare<[string], number | null>('SELECT max(seq) FROM error_messages WHERE queue = ?').pluck(true);
@@ -117,6 +132,34 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
     const offset = Math.max(0, Math.floor(options.offset ?? 0));
     const limit = Math.max(0, Math.floor(options.limit ?? 100));
     return this.#page.all(errorQueue, limit, offset).map((row) => entry(errorQueue, row));
+  }
+
+  /**
+   * Every entry, oldest first, a page at a time by seq (keyset paging: each
+   * page starts after the last seq of the one before, never skipping rows).
+   * Reads up to the last entry the queue held when the scan began.
+   */
+  async *scan(errorQueue: string, options: ScanOptions = {}): AsyncGenerator<ErrorEntry[]> {
+    const pageSize = pageSizeOf(options.pageSize);
+    const last = this.#lastSeq.get(errorQueue);
+    if (last === null || last === undefined) return;
+    for (let after = 0; ; ) {
+      const rows = this.#after.all(errorQueue, after, last, pageSize);
+      if (rows.length === 0) return;
+      after = rows[rows.length - 1]!.seq;
+      yield rows.map((row) => entry(errorQueue, row));
+      if (rows.length < pageSize) return;
+    }
+  }
+
+  /** Sends back each selected entry in its own transaction as the scan reads it; one removed meanwhile is `gone`. */
+  sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
+    return sendBackEachByKey(this, errorQueue, options);
+  }
+
+  /** Deletes each selected entry as the scan reads it; one removed meanwhile is `gone`. */
+  deleteEach(errorQueue: string, options: BulkOptions): Promise<BulkSummary> {
+    return deleteEachByKey(this, errorQueue, options);
   }
 
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {

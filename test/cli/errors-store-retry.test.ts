@@ -1,0 +1,94 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { listEdits } from '../../src/error-store/edit.js';
+import { ErrorStore } from '../../src/error-store/store.js';
+import { HEADER } from '../../src/headers/names.js';
+import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+import { failureHeaders, scratchDir } from '../error-store/support.js';
+import { cli } from './support.js';
+
+const closers: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+
+async function setup() {
+  const dir = scratchDir();
+  const app = join(dir, 'app.db');
+  const transport = new SqliteTransport({ path: app });
+  await (await transport.consume('orders', () => undefined, { prefetch: 1 })).close();
+  await transport.close();
+  const storePath = join(dir, 'errors.db');
+  const store = ErrorStore.open(storePath);
+  closers.push(() => store.close());
+  const entries = Array.from({ length: 150 }, (_, i) => ({
+    errorQueue: 'error',
+    messageId: `order-${i}`,
+    headers: { ...failureHeaders({ message: i < 100 ? 'db timeout' : 'card declined', errorName: i < 100 ? 'TimeoutError' : 'CardError', queue: i < 140 ? 'orders' : 'gone' }), [HEADER.entryId]: `entry-${i}`, 'x-tenant': 'acme' },
+    body: Buffer.from(`{"n":${i}}`),
+  }));
+  await store.ingest(entries);
+  return { dir, app, storePath, store };
+}
+
+describe('redeliver errors retry --store / jobs / edit', () => {
+  it('retries a filter from the store, prints every outcome count and the job id, and lists the job', async () => {
+    const { app, storePath, store } = await setup();
+    const run = await cli(['errors', 'retry', app, '--store', storePath, '--error-name', 'TimeoutError', '--rate', '12000/min', '--by', 'alice']);
+    expect(run.stderr).toMatch(/retry job job-\S+: 100 entries/);
+    expect(run.stdout).toMatch(/^retry job (job-\S+): done\n {2}sent 100, handled elsewhere 0, refused 0, failed 0, pending 0 of 100\n$/);
+    expect(run.code).toBe(0);
+    expect(store.count({ status: 'retried' })).toBe(100);
+    expect(store.search({ status: 'retried' }, { limit: 1 }).entries[0]!.lastRetriedBy).toBe('alice');
+    const jobs = await cli(['errors', 'jobs', app, '--store', storePath, '--json']);
+    const [job] = JSON.parse(jobs.stdout) as { id: string; sent: number; ratePerSecond: number; state: string }[];
+    expect(job).toMatchObject({ sent: 100, ratePerSecond: 200, state: 'done' });
+    expect(run.stdout).toContain(job!.id);
+  });
+
+  it('exits non-zero when entries are refused, and names them', async () => {
+    const { app, storePath, store } = await setup();
+    const run = await cli(['errors', 'retry', app, '--store', storePath, '--all', '--json']);
+    expect(run.code).toBe(1);
+    expect(JSON.parse(run.stdout)).toMatchObject({ state: 'done', total: 150, sent: 140, refused: 10, pending: 0 });
+    expect(run.stderr).toContain('10 entries were refused and 0 failed; they stay failed in the store');
+    expect(store.count({ status: 'failed' })).toBe(10);
+  });
+
+  it('resumes an interrupted job with --resume, and refuses bad input clearly', async () => {
+    const { app, storePath, store } = await setup();
+    const controller = new AbortController();
+    controller.abort();
+    const first = await cli(['errors', 'retry', app, '--store', storePath, '--queue', 'orders'], { signal: controller.signal });
+    expect(first.code).toBe(130);
+    const id = /retry job (job-\S+): paused/.exec(first.stdout)![1]!;
+    expect(store.count({ status: 'failed' })).toBe(150);
+    const resumed = await cli(['errors', 'retry', app, '--store', storePath, '--resume', id]);
+    expect(resumed.stdout).toContain('sent 140,');
+    expect(resumed.code).toBe(0);
+    expect((await cli(['errors', 'retry', app, '--store', storePath, '--all', '--rate', 'fast'])).stderr).toContain('rate must look like 200/s, 200 or 12000/min');
+    expect((await cli(['errors', 'retry', app, '--store', storePath, '--resume', 'job-nope'])).stderr).toContain('no retry job job-nope');
+    expect((await cli(['errors', 'retry', app, '--store', storePath])).code).toBe(2);
+  });
+
+  it('edit sends an edited copy once: the same command again sends nothing', async () => {
+    const { dir, app, storePath, store } = await setup();
+    const bodyFile = join(dir, 'fixed.json');
+    writeFileSync(bodyFile, '{"n":3,"fixed":true}');
+    const args = ['errors', 'edit', app, 'entry-3', '--store', storePath, '--body-file', bodyFile, '--set-header', 'x-note=fixed', '--remove-header', 'x-tenant', '--by', 'bob'];
+    const first = await cli(args);
+    expect(first.stdout).toBe('sent the edited copy of entry-3 (message order-3) to orders; the original is marked replaced\n');
+    expect(first.code).toBe(0);
+    const again = await cli(args);
+    expect(again.stdout).toBe('this edit of entry-3 was sent before (to orders); nothing sent\n');
+    expect(store.get('entry-3')!.status).toBe('replaced');
+    expect(listEdits({ store }, 'entry-3')[0]!.changedHeaders).toEqual({ 'x-note': [null, 'fixed'], 'x-tenant': ['acme', null] });
+    const transport = new SqliteTransport({ path: app });
+    closers.push(() => transport.close());
+    expect(await transport.inspection.queueDepths(['orders'])).toMatchObject([{ ready: 1 }]);
+    const other = await cli(['errors', 'edit', app, 'entry-3', '--store', storePath, '--set-header', 'x-note=other']);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain('entry entry-3 is replaced (by bob): only a failed entry can be edited and retried');
+  });
+});
