@@ -27,7 +27,12 @@ export interface Dashboard {
   readonly url: string;
   /** Where people open it: the `publicUrl` option, else {@link url}. */
   readonly publicUrl: string;
-  /** Stops listening and closes open connections. The transport stays open. */
+  /**
+   * Stops listening and closes open connections. In store mode it also
+   * pauses running retry jobs (they resume when run again), stops the
+   * ingester, and closes the store when it was given as a path. The
+   * transport stays open.
+   */
   close(): Promise<void>;
 }
 
@@ -36,7 +41,8 @@ const MAX_BODY_BYTES = 16 * 1024;
 
 /**
  * Starts the operations dashboard: failure groups of the error queues,
- * each message's story, retry and delete, and live counters. It listens on
+ * each message's story, retry and delete, and live counters; read from the
+ * error queues in place, or from an error store (`store`). It listens on
  * 127.0.0.1 unless told otherwise, and refuses any other address without a
  * token.
  */
