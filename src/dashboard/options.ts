@@ -1,5 +1,7 @@
 import type { EndpointStats } from '../endpoint/endpoint.js';
 import type { FlowState } from '../flow/controller.js';
+import type { ErrorStore } from '../error-store/store.js';
+import type { Logger } from '../logger.js';
 import type { Clock } from '../time/clock.js';
 import type { Transport } from '../transport/types.js';
 
@@ -14,10 +16,36 @@ export interface DashboardEndpoint {
   readonly running: boolean;
 }
 
+/** How a dashboard in store mode ingests. */
+export interface DashboardIngestOptions {
+  /** The queue endpoints send replay outcomes to. Default none. */
+  readonly outcomeQueue?: string;
+}
+
 /** Options of {@link createDashboard}. */
 export interface DashboardOptions {
-  /** The broker or store whose error queues the dashboard shows. It needs `transport.errorQueue`. Required. */
+  /**
+   * The broker or store whose error queues the dashboard shows. Without
+   * `store` it needs `transport.errorQueue` (the queues are read in place);
+   * with `store` it is where retries are sent. Required.
+   */
   transport: Transport;
+  /**
+   * Serve from this error store instead of reading the error queues in place:
+   * search, filters, paging, failure rates and live updates all come from
+   * the store (see docs/error-store.md). A path opens the file, and
+   * `close()` closes it again; a store passed in stays open. Default none
+   * (in-place mode, for a quick look at small queues).
+   */
+  store?: ErrorStore | string;
+  /**
+   * With `store`: run an ingester in the dashboard process that moves the
+   * `errorQueues` of `transport` into the store; `close()` stops it.
+   * `outcomeQueue` is the queue endpoints send replay outcomes to (their
+   * `replayOutcomeQueue`), default none. Default none (something else
+   * ingests).
+   */
+  ingest?: boolean | DashboardIngestOptions;
   /** The error queues to show and act on. The dashboard acts on no other queue. Default `['error']`. */
   errorQueues?: readonly string[];
   /** Endpoints running in this process, whose throughput and flow-control state the dashboard shows. Default none. */
@@ -54,6 +82,8 @@ export interface DashboardOptions {
   allowedQueues?: readonly string[];
   /** Source of time for the per-minute rates and the group cache. Default the system clock. */
   clock?: Clock;
+  /** In store mode: where the ingester and retry jobs log failures. Default silent. */
+  logger?: Logger;
   /** How long computed failure groups are reused before the error queue is read again, in milliseconds. Default 3000. */
   groupCacheMs?: number;
   /** The most error-queue entries read to compute groups; beyond it the page says the groups are partial. Default 100 000. */
@@ -65,6 +95,10 @@ export interface DashboardOptions {
 /** Dashboard options with every default filled in. */
 export interface DashboardConfig {
   readonly transport: Transport;
+  /** The store given, or undefined in in-place mode. */
+  readonly store: ErrorStore | string | undefined;
+  /** Whether to ingest, and the outcome queue; undefined when not ingesting. */
+  readonly ingest: DashboardIngestOptions | undefined;
   readonly errorQueues: readonly string[];
   readonly endpoints: readonly DashboardEndpoint[];
   readonly token: string | undefined;
@@ -74,6 +108,7 @@ export interface DashboardConfig {
   readonly publicUrl: URL | undefined;
   readonly allowedQueues: readonly string[] | undefined;
   readonly clock: Clock;
+  readonly logger: Logger | undefined;
   readonly groupCacheMs: number;
   readonly maxScan: number;
   readonly bodyPreviewBytes: number;
@@ -98,7 +133,16 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   if (typeof options !== 'object' || options === null) throw new DashboardOptionError('dashboard options must be an object');
   const { transport } = options;
   if (typeof transport !== 'object' || transport === null) throw new DashboardOptionError('transport is required');
-  if (!transport.errorQueue) throw new DashboardOptionError(`the ${transport.name} transport cannot browse error queues (transport.errorQueue is missing)`);
+  const store = options.store;
+  if (store !== undefined && !(typeof store === 'string' ? store !== '' : typeof store === 'object' && store !== null)) {
+    throw new DashboardOptionError('store must be an ErrorStore or the path of its file');
+  }
+  const ingest = options.ingest === undefined || options.ingest === false ? undefined : options.ingest === true ? {} : options.ingest;
+  if (ingest !== undefined && store === undefined) throw new DashboardOptionError('ingest needs a store to ingest into');
+  if (ingest?.outcomeQueue !== undefined && (typeof ingest.outcomeQueue !== 'string' || ingest.outcomeQueue === '')) {
+    throw new DashboardOptionError('ingest.outcomeQueue must name a queue');
+  }
+  if (store === undefined && !transport.errorQueue) throw new DashboardOptionError(`the ${transport.name} transport cannot browse error queues (transport.errorQueue is missing)`);
   const errorQueues = [...(options.errorQueues ?? ['error'])];
   if (errorQueues.length === 0 || errorQueues.some((q) => typeof q !== 'string' || q === '')) {
     throw new DashboardOptionError('errorQueues must be a non-empty list of queue names');
@@ -120,6 +164,8 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   }
   return {
     transport,
+    store,
+    ingest,
     errorQueues: [...new Set(errorQueues)],
     endpoints: [...(options.endpoints ?? [])],
     token,
@@ -128,6 +174,7 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
     publicUrl: options.publicUrl === undefined ? undefined : parsePublicUrl(options.publicUrl),
     allowedQueues,
     clock: options.clock ?? systemClock,
+    logger: options.logger,
     groupCacheMs: whole('groupCacheMs', options.groupCacheMs ?? 3_000, 0),
     maxScan: whole('maxScan', options.maxScan ?? 100_000, 1),
     bodyPreviewBytes: whole('bodyPreviewBytes', options.bodyPreviewBytes ?? 65_536, 16),

@@ -61,7 +61,8 @@ export function renderPage(nonce: string, csrfToken: string): string {
 </html>`;
 }
 
-const STYLE = `
+/** The page's style sheet; the store-mode page adds its own rules to it. */
+export const STYLE = `
 :root { color-scheme: light dark; --bg: #fff; --fg: #1b1f24; --muted: #667085; --line: #d8dde3; --card: #f6f8fa; --accent: #1f6feb; --danger: #c93c37; --ok: #1a7f37; --warn: #9a6700; }
 @media (prefers-color-scheme: dark) { :root { --bg: #0d1117; --fg: #e6edf3; --muted: #8b949e; --line: #30363d; --card: #161b22; --accent: #4493f8; --danger: #f85149; --ok: #3fb950; --warn: #d29922; } }
 * { box-sizing: border-box; }

@@ -4,7 +4,7 @@ import { systemClock } from '../time/clock.js';
 import { redactCredentials } from '../util/redact.js';
 import { ApiError, DashboardApi } from './api.js';
 import { GroupIndex } from './groups.js';
-import { resolveDashboardConfig, type DashboardOptions } from './options.js';
+import { resolveDashboardConfig, type DashboardConfig, type DashboardOptions } from './options.js';
 import { renderPage } from './page.js';
 import {
   allowedHosts,
@@ -18,6 +18,8 @@ import {
   tokenCookie,
 } from './security.js';
 import { StatsCollector } from './stats.js';
+import { openStoreMode, type StoreMode } from './store-mode.js';
+import { renderStorePage } from './store-page.js';
 
 /** A running dashboard. */
 export interface Dashboard {
@@ -25,7 +27,12 @@ export interface Dashboard {
   readonly url: string;
   /** Where people open it: the `publicUrl` option, else {@link url}. */
   readonly publicUrl: string;
-  /** Stops listening and closes open connections. The transport stays open. */
+  /**
+   * Stops listening and closes open connections. In store mode it also
+   * pauses running retry jobs (they resume when run again), stops the
+   * ingester, and closes the store when it was given as a path. The
+   * transport stays open.
+   */
   close(): Promise<void>;
 }
 
@@ -34,15 +41,15 @@ const MAX_BODY_BYTES = 16 * 1024;
 
 /**
  * Starts the operations dashboard: failure groups of the error queues,
- * each message's story, retry and delete, and live counters. It listens on
+ * each message's story, retry and delete, and live counters; read from the
+ * error queues in place, or from an error store (`store`). It listens on
  * 127.0.0.1 unless told otherwise, and refuses any other address without a
  * token.
  */
 export async function createDashboard(options: DashboardOptions): Promise<Dashboard> {
   const config = resolveDashboardConfig(options, systemClock);
-  const groups = new GroupIndex(config.transport.errorQueue!, config.clock, config.groupCacheMs, config.maxScan);
-  const stats = new StatsCollector(config);
-  const api = new DashboardApi(config, groups, stats);
+  const storeMode: StoreMode | undefined = config.store === undefined ? undefined : await openStoreMode(config);
+  const inPlace = storeMode ? undefined : inPlaceMode(config);
   const csrfToken = randomToken();
   /** Host header values accepted; undefined on a non-loopback address, where the token guards instead. */
   let hosts: Set<string> | undefined;
@@ -81,7 +88,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     if (path === '/') {
       if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
       const nonce = randomToken(18);
-      const html = renderPage(nonce, csrfToken);
+      const html = storeMode ? renderStorePage(nonce, csrfToken) : renderPage(nonce, csrfToken);
       res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': pagePolicy(nonce), 'Content-Length': Buffer.byteLength(html) });
       res.end(method === 'HEAD' ? undefined : html);
       return;
@@ -91,6 +98,17 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return json(res, 403, { error: 'cross-site request refused' });
 
     try {
+      if (storeMode) {
+        if (storeMode.postPaths.has(path)) {
+          if (method !== 'POST') return methodNotAllowed(res, 'POST');
+          const refusal = stateChangeRefusal(req, csrfToken, config.publicUrl);
+          if (refusal) return json(res, refusal.status, { error: refusal.error });
+          return json(res, 200, await storeMode.api.post(path, await readJson(req)));
+        }
+        if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
+        return json(res, 200, await storeMode.api.get(path, url.searchParams));
+      }
+      const { api } = inPlace!;
       if (path === '/api/retry' || path === '/api/delete') {
         if (method !== 'POST') return methodNotAllowed(res, 'POST');
         const refusal = stateChangeRefusal(req, csrfToken, config.publicUrl);
@@ -111,16 +129,14 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     }
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => {
-      server.off('error', reject);
-      hosts = allowedHosts(config.host, (server.address() as AddressInfo).port, config.publicUrl);
-      resolve();
-    });
-  });
+  try {
+    await listen();
+  } catch (error) {
+    await storeMode?.close();
+    throw error;
+  }
   const { port } = server.address() as AddressInfo;
-  await stats.read().catch(() => undefined); // the first reading, so rates have a starting point
+  await inPlace?.stats.read().catch(() => undefined); // the first reading, so rates have a starting point
 
   let closed: Promise<void> | undefined;
   const url = `http://${bracket(config.host)}:${port}/`;
@@ -131,10 +147,28 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       closed ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
-      });
+      }).then(() => storeMode?.close());
       return closed;
     },
   };
+
+  function listen(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        hosts = allowedHosts(config.host, (server.address() as AddressInfo).port, config.publicUrl);
+        resolve();
+      });
+    });
+  }
+}
+
+/** The parts of in-place mode: groups computed from the error queues, live counters, and the API over both. */
+function inPlaceMode(config: DashboardConfig): { api: DashboardApi; stats: StatsCollector } {
+  const groups = new GroupIndex(config.transport.errorQueue!, config.clock, config.groupCacheMs, config.maxScan);
+  const stats = new StatsCollector(config);
+  return { api: new DashboardApi(config, groups, stats), stats };
 }
 
 function json(res: ServerResponse, status: number, value: unknown): void {

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { DashboardOptionError, isLoopbackHost, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
 import { createDashboard } from '../../dashboard/server.js';
+import type { Logger } from '../../logger.js';
 import type { Transport } from '../../transport/types.js';
 import { redactCredentials } from '../../util/redact.js';
 import { openTransport, resolveTarget, UsageError } from '../open-transport.js';
@@ -20,6 +21,12 @@ export interface DashboardCommandOptions {
   publicUrl?: string;
   /** The only queues "retry" may send to. Default: any existing work queue. */
   allowQueue?: string[];
+  /** Serve from this error store file instead of reading the error queues in place. Default none. */
+  store?: string;
+  /** With `store`: ingest the error queues into it while serving. Default false. */
+  ingest?: boolean;
+  /** With `ingest`: the queue endpoints send replay outcomes to. Default none. */
+  outcomeQueue?: string;
 }
 
 /** `redeliver dashboard [sqlite-file|amqp-url]`: serves the operations dashboard until interrupted. */
@@ -34,6 +41,9 @@ export function registerDashboard(program: Command): void {
     .option('--error-queue <name>', 'an error queue to show; repeat for more (default: error)', collect, [] as string[])
     .option('--public-url <url>', 'the address people open it at behind a reverse proxy, such as https://ops.example.com/redeliver/')
     .option('--allow-queue <name>', 'retry sends only to this queue; repeat for more (default: any existing work queue)', collect)
+    .option('--store <file>', 'serve from this error store (search, charts, live updates) instead of reading the error queues in place')
+    .option('--ingest', 'with --store: move the error queues into the store while serving')
+    .option('--outcome-queue <name>', "with --ingest: the queue endpoints send replay outcomes to (their replayOutcomeQueue)")
     .action(async (target: string | undefined, opts: DashboardCommandOptions) => {
       const stop = new AbortController();
       const onSignal = () => stop.abort();
@@ -57,6 +67,8 @@ export async function serveDashboard(
   opts: DashboardCommandOptions,
   io: {
     out: NodeJS.WritableStream;
+    /** Where the ingester's and retry jobs' warnings and errors go. Default standard error. */
+    err?: NodeJS.WritableStream;
     signal: AbortSignal;
     env: NodeJS.ProcessEnv;
     onReady?: (url: string) => void;
@@ -69,6 +81,8 @@ export async function serveDashboard(
   if (!isLoopbackHost(opts.host) && token === undefined) {
     throw new UsageError(`refusing to listen on ${opts.host} without a token: pass --token (or set REDELIVER_DASHBOARD_TOKEN), or listen on 127.0.0.1`);
   }
+  if (opts.ingest && opts.store === undefined) throw new UsageError('--ingest needs --store <file> to ingest into');
+  if (opts.outcomeQueue !== undefined && !opts.ingest) throw new UsageError('--outcome-queue needs --ingest');
   const transport = await (io.openTransport ?? openTransport)(resolveTarget(target, io.env));
   try {
     let dashboard;
@@ -81,6 +95,9 @@ export async function serveDashboard(
         ...(token === undefined ? {} : { token }),
         ...(opts.publicUrl === undefined ? {} : { publicUrl: opts.publicUrl }),
         ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
+        ...(opts.store === undefined ? {} : { store: opts.store }),
+        ...(opts.store === undefined ? {} : { logger: stderrLogger(io.err ?? process.stderr) }),
+        ...(opts.ingest ? { ingest: opts.outcomeQueue === undefined ? true : { outcomeQueue: opts.outcomeQueue } } : {}),
       });
     } catch (error) {
       if (error instanceof DashboardOptionError) throw new UsageError(error.message);
@@ -88,13 +105,24 @@ export async function serveDashboard(
     }
     const open = token === undefined ? dashboard.publicUrl : `${dashboard.publicUrl}?token=${encodeURIComponent(token)}`;
     const behind = dashboard.publicUrl === dashboard.url ? '' : ` (listening on ${dashboard.url})`;
-    io.out.write(`redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))} at ${open}${behind}\n(Ctrl-C to stop)\n`);
+    const source = opts.store === undefined ? '' : ` from store ${opts.store}${opts.ingest ? ' (ingesting)' : ''}`;
+    io.out.write(`redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))}${source} at ${open}${behind}\n(Ctrl-C to stop)\n`);
     io.onReady?.(dashboard.url);
     if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
     await dashboard.close();
   } finally {
     await transport.close();
   }
+}
+
+/** Writes warnings and errors as one line each: the message, then the fields as JSON (credentials redacted). */
+function stderrLogger(err: NodeJS.WritableStream): Logger {
+  const line = (level: string) => (fields: object, message: string) => {
+    const { err: error, ...rest } = fields as { err?: unknown };
+    const cause = error === undefined ? '' : `: ${error instanceof Error ? error.message : String(error)}`;
+    err.write(redactCredentials(`${level} ${message}${cause} ${JSON.stringify(rest)}`) + '\n');
+  };
+  return { info: () => undefined, warn: line('warn'), error: line('error') };
 }
 
 function port(value: string): number {
