@@ -4,6 +4,7 @@
  * from the JSON API and reaches the DOM as text (textContent, text nodes),
  * never as markup: bodies, headers and error messages are untrusted.
  */
+import { PAGE_HELPERS } from './page-helpers.js';
 
 /** The HTML of the page. `nonce` and `csrfToken` are base64url, safe in attributes as they are. */
 export function renderPage(nonce: string, csrfToken: string): string {
@@ -113,59 +114,11 @@ summary { cursor: pointer; font-size: 13px; font-weight: 600; margin: 16px 0 6px
 const SCRIPT = `
 'use strict';
 (() => {
-  const csrf = document.querySelector('meta[name="redeliver-csrf"]').getAttribute('content');
-  const $ = (id) => document.getElementById(id);
+${PAGE_HELPERS}
   const state = { groups: [], selected: null, offset: 0, limit: 25, total: 0, entry: null, busy: false };
 
-  function el(tag, options, ...children) {
-    const node = document.createElement(tag);
-    const o = options || {};
-    if (o.className) node.className = o.className;
-    if (o.title) node.title = o.title;
-    if (o.testid) node.dataset.testid = o.testid;
-    if (o.data) for (const k of Object.keys(o.data)) node.dataset[k] = o.data[k];
-    if (o.onclick) node.addEventListener('click', o.onclick);
-    if (o.type) node.type = o.type;
-    for (const child of children) {
-      if (child === null || child === undefined) continue;
-      node.append(typeof child === 'object' ? child : String(child));
-    }
-    return node;
-  }
-  function table(columns, rows, emptyText) {
-    if (rows.length === 0) return el('p', { className: 'empty' }, emptyText);
-    const head = el('tr', null, ...columns.map((c) => el('th', { className: c.num ? 'num' : '' }, c.label)));
-    return el('table', null, el('thead', null, head), el('tbody', null, ...rows));
-  }
-  function labelled(label, className, onclick, testid) {
-    return el('button', { type: 'button', className, testid, onclick: (e) => { e.stopPropagation(); onclick(); } }, label);
-  }
-  function time(iso) {
-    if (!iso) return '\\u2014';
-    return String(iso).replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
-  }
-  function num(n) { return typeof n === 'number' ? n.toLocaleString('en-US') : '\\u2014'; }
   function replace(id, node) { const host = $(id); host.replaceChildren(node); }
-  function status(text, isError) {
-    const s = $('status');
-    s.textContent = text || '';
-    s.className = isError ? 'error' : '';
-  }
 
-  async function api(path, body) {
-    const init = { credentials: 'same-origin', headers: { Accept: 'application/json' } };
-    if (body !== undefined) {
-      init.method = 'POST';
-      init.headers['Content-Type'] = 'application/json';
-      init.headers['X-Redeliver-CSRF'] = csrf;
-      init.body = JSON.stringify(body);
-    }
-    const res = await fetch(path, init);
-    let data = null;
-    try { data = await res.json(); } catch (e) { data = null; }
-    if (!res.ok) throw new Error((data && data.error) || ('HTTP ' + res.status));
-    return data;
-  }
   const q = (params) => new URLSearchParams(params).toString();
 
   // ---- live counters ----
@@ -237,8 +190,8 @@ const SCRIPT = `
         el('td', { className: 'mono' }, time(g.firstSeen)),
         el('td', { className: 'mono' }, time(g.lastSeen)),
         el('td', null, el('div', { className: 'actions' },
-          labelled('Messages', '', () => selectGroup(g), 'show-group'),
-          labelled('Retry all', 'primary', () => retryGroup(g), 'retry-group'))));
+          button('Messages', '', () => selectGroup(g), 'show-group'),
+          button('Retry all', 'primary', () => retryGroup(g), 'retry-group'))));
     });
     const cols = [{ label: 'Error queue' }, { label: 'Error' }, { label: 'Message (normalised)' }, { label: 'Top frame' }, { label: 'Reason' }, { label: 'Count', num: true }, { label: 'First seen' }, { label: 'Last seen' }, { label: '' }];
     replace('groups', table(cols, rows, 'No failed messages. \\u2714'));
@@ -273,9 +226,9 @@ const SCRIPT = `
       el('td', null, m.errorName),
       el('td', { className: 'wrap', testid: 'message-text' }, m.message),
       el('td', null, el('div', { className: 'actions' },
-        labelled('View', '', () => showEntry(sel.errorQueue, m.key), 'view-message'),
-        labelled('Retry', 'primary', () => retryOne(sel.errorQueue, m.key), 'retry-message'),
-        labelled('Delete', 'danger', () => deleteOne(sel.errorQueue, m.key), 'delete-message')))));
+        button('View', '', () => showEntry(sel.errorQueue, m.key), 'view-message'),
+        button('Retry', 'primary', () => retryOne(sel.errorQueue, m.key), 'retry-message'),
+        button('Delete', 'danger', () => deleteOne(sel.errorQueue, m.key), 'delete-message')))));
     replace('messages', table([{ label: 'Message id' }, { label: 'Failed at' }, { label: 'Error' }, { label: 'Message' }, { label: '' }], rows, 'No messages left in this group.'));
     const first = data.total === 0 ? 0 : data.offset + 1;
     $('page-info').textContent = num(first) + '\\u2013' + num(data.offset + data.entries.length) + ' of ' + num(data.total);

@@ -7,6 +7,7 @@
  * value into the DOM as text.
  */
 import { STYLE } from './page.js';
+import { PAGE_HELPERS } from './page-helpers.js';
 
 /** The HTML of the store-mode page. `nonce` and `csrfToken` are base64url, safe in attributes as they are. */
 export function renderStorePage(nonce: string, csrfToken: string): string {
@@ -121,8 +122,7 @@ dialog textarea { display: block; width: 100%; font-family: ui-monospace, SFMono
 const STORE_SCRIPT = `
 'use strict';
 (() => {
-  const csrf = document.querySelector('meta[name="redeliver-csrf"]').getAttribute('content');
-  const $ = (id) => document.getElementById(id);
+${PAGE_HELPERS}
   const SVG = 'http://www.w3.org/2000/svg';
   const COLORS = ['#1f6feb', '#c93c37', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7c86', '#6e7781'];
   const PAGE = 50;
@@ -130,54 +130,14 @@ const STORE_SCRIPT = `
   const FILTER_FIELDS = ['text', 'group', 'errorName', 'originalQueue', 'endpoint', 'errorQueue', 'status', 'since', 'until'];
   const state = { after: null, back: [], next: null, total: 0, rows: new Map(), groups: [], cursor: null, entry: null, retrySelection: null, fresh: 0, polling: false, stale: false, heavyAt: 0 };
 
-  function el(tag, options, ...children) {
-    const node = document.createElement(tag);
-    const o = options || {};
-    if (o.className) node.className = o.className;
-    if (o.title) node.title = o.title;
-    if (o.testid) node.dataset.testid = o.testid;
-    if (o.data) for (const k of Object.keys(o.data)) node.dataset[k] = o.data[k];
-    if (o.onclick) node.addEventListener('click', o.onclick);
-    if (o.type) node.type = o.type;
-    for (const child of children) {
-      if (child === null || child === undefined) continue;
-      node.append(typeof child === 'object' ? child : String(child));
-    }
-    return node;
-  }
   function svg(tag, attrs, ...children) {
     const node = document.createElementNS(SVG, tag);
     for (const k of Object.keys(attrs || {})) node.setAttribute(k, String(attrs[k]));
     for (const child of children) node.append(typeof child === 'object' ? child : String(child));
     return node;
   }
-  function table(columns, rows, emptyText) {
-    if (rows.length === 0) return el('p', { className: 'empty' }, emptyText);
-    const head = el('tr', null, ...columns.map((c) => el('th', { className: c.num ? 'num' : '' }, c.label)));
-    return el('table', null, el('thead', null, head), el('tbody', null, ...rows));
-  }
-  function button(label, className, onclick, testid) {
-    return el('button', { type: 'button', className, testid, onclick: (e) => { e.stopPropagation(); onclick(); } }, label);
-  }
-  function time(iso) { return iso ? String(iso).replace('T', ' ').replace(/\\.\\d+Z$/, 'Z') : '\\u2014'; }
-  function num(n) { return typeof n === 'number' ? n.toLocaleString('en-US') : '\\u2014'; }
-  function status(text, isError) { const s = $('status'); s.textContent = text || ''; s.className = isError ? 'error' : ''; }
   function pill(s) { return el('span', { className: 'pill' + (s === 'failed' ? ' bad' : s === 'retried' || s === 'replaced' ? ' ok' : s === 'retrying' ? ' warn' : ''), testid: 'entry-status' }, s === 'failed' ? 'waiting' : s); }
 
-  async function api(path, body) {
-    const init = { credentials: 'same-origin', headers: { Accept: 'application/json' } };
-    if (body !== undefined) {
-      init.method = 'POST';
-      init.headers['Content-Type'] = 'application/json';
-      init.headers['X-Redeliver-CSRF'] = csrf;
-      init.body = JSON.stringify(body);
-    }
-    const res = await fetch(path, init);
-    let data = null;
-    try { data = await res.json(); } catch (e) { data = null; }
-    if (!res.ok) throw new Error((data && data.error) || ('HTTP ' + res.status));
-    return data;
-  }
   const q = (params) => {
     const out = new URLSearchParams();
     for (const k of Object.keys(params)) if (params[k] !== undefined && params[k] !== null && params[k] !== '') out.set(k, String(params[k]));
