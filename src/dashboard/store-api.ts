@@ -3,6 +3,7 @@
  * store (search, groups, failure rates, live changes), never from a broker's
  * queue, so a page over 100,000 entries costs what a page over 100 does.
  */
+import { listEdits } from '../error-store/edit.js';
 import type { EntryFilter, EntrySort } from '../error-store/filter.js';
 import type { ErrorStore } from '../error-store/store.js';
 import type { StoredEntry, StoredEntryDetail, StoredGroup } from '../error-store/types.js';
@@ -67,6 +68,8 @@ export interface StoreEntryDetail {
   };
   /** Every stored entry of the same message id (this one included), oldest first: each time it failed. */
   readonly occurrences: readonly StoreEntryView[];
+  /** The edits an operator sent in place of this entry (edit and retry), oldest first. */
+  readonly edits: readonly { readonly by: string; readonly at: string; readonly sentTo: string; readonly bodySizeBefore: number; readonly bodySizeAfter: number; readonly changedHeaders: readonly string[] }[];
   /** Every header as `[name, value]`, sorted by name. */
   readonly headers: readonly (readonly [string, string])[];
   readonly body: BodyPreview;
@@ -271,6 +274,14 @@ export class StoreApi {
         outcomeAt: detail.outcomeAt === undefined ? null : iso(detail.outcomeAt),
       },
       occurrences,
+      edits: listEdits({ store: this.store }, detail.key).map((e) => ({
+        by: e.by,
+        at: iso(e.at),
+        sentTo: e.sentTo,
+        bodySizeBefore: e.bodySizeBefore,
+        bodySizeAfter: e.bodySizeAfter,
+        changedHeaders: Object.keys(e.changedHeaders).sort(),
+      })),
       headers: Object.keys(h)
         .filter((name) => typeof h[name] === 'string')
         .sort()

@@ -292,7 +292,8 @@ ${PAGE_HELPERS}
     const facts = dl([['Status', d.entry.status === 'failed' ? 'waiting' : d.entry.status], ['Reason', f.reason], ['Error', f.errorName], ['Failed at', time(f.at)], ['Failed on queue', f.queue], ['Endpoint', f.endpoint], ['Host', f.host],
       ['Attempts', f.attempts], ['Signature', d.signature.id], ['Error queue', d.entry.errorQueue], ['Key', d.entry.key]], 'detail-facts');
     const history = dl([['Ingested', time(s.ingestedAt)], ['Sent back before it failed', s.replayCount], ['Retried from the store', s.retriedCount + ' time(s)'], ['Last retried', s.lastRetriedAt ? time(s.lastRetriedAt) + ' by ' + s.lastRetriedBy + ' to ' + s.retriedTo : null],
-      ['Outcome', s.outcome ? s.outcome + ' at ' + time(s.outcomeAt) : null]], 'store-history');
+      ['Outcome', s.outcome ? s.outcome + ' at ' + time(s.outcomeAt) : null],
+      ...d.edits.map((e) => ['Edited', time(e.at) + ' by ' + e.by + ', sent to ' + e.sentTo + '; body ' + e.bodySizeBefore + ' \u2192 ' + e.bodySizeAfter + ' bytes' + (e.changedHeaders.length ? '; headers changed: ' + e.changedHeaders.join(', ') : '')])], 'store-history');
     const occurrences = d.occurrences.map((o) => el('tr', { className: 'clickable' + (o.key === d.entry.key ? ' selected' : ''), onclick: () => showEntry(o.key) },
       el('td', { className: 'mono' }, time(o.failedAt)), el('td', null, o.errorName), el('td', { className: 'wrap' }, o.message), el('td', null, pill(o.status)), el('td', null, o.outcome || '\\u2014')));
     const attempts = d.history.map((h) => el('tr', null, el('td', { className: 'mono' }, time(h.at)), el('td', { className: 'num' }, h.delayedAttempt), el('td', { className: 'num' }, h.immediateAttempt), el('td', null, h.errorName), el('td', { className: 'wrap' }, h.message)));

@@ -90,5 +90,10 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     const other = await cli(['errors', 'edit', app, 'entry-3', '--store', storePath, '--set-header', 'x-note=other']);
     expect(other.code).toBe(1);
     expect(other.stderr).toContain('entry entry-3 is replaced (by bob): only a failed entry can be edited and retried');
+    const shown = await cli(['errors', 'show', 'entry-3', '--store', storePath]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/edited +at .* by bob, sent to orders; body \d+ -> \d+ bytes; headers changed: x-note, x-tenant/);
+    const json = JSON.parse((await cli(['errors', 'show', 'entry-3', '--store', storePath, '--json'])).stdout);
+    expect(json.store.edits).toEqual([expect.objectContaining({ by: 'bob', sentTo: 'orders', changedHeaders: { 'x-note': [null, 'fixed'], 'x-tenant': ['acme', null] } })]);
   });
 });

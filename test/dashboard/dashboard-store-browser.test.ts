@@ -222,7 +222,10 @@ describe.skipIf(!haveChromium && !CI)('store-mode dashboard in a browser (100,00
     expect(again).toMatchObject({ sentTo: 'addresses', duplicate: true });
     await new Promise((r) => setTimeout(r, 200));
     expect(edited).toHaveLength(1);
-    expect(store.search({ text: 'edit-me-1', status: 'replaced' }).entries).toHaveLength(1);
+    const replaced = store.search({ text: 'edit-me-1', status: 'replaced' }).entries;
+    expect(replaced).toHaveLength(1);
+    const detail = await p.evaluate(async (key) => (await fetch('api/entries/' + encodeURIComponent(key))).json(), replaced[0]!.key);
+    expect(detail.edits).toEqual([expect.objectContaining({ sentTo: 'addresses', bodySizeBefore: 13, bodySizeAfter: 26 })]);
     expect(cspViolations).toEqual([]);
   }, 60_000);
 });

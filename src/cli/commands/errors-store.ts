@@ -4,6 +4,7 @@
  * queue. They read and write the store only, never the broker, so they
  * answer at once however many entries there are.
  */
+import { listEdits, type EditRecord } from '../../error-store/edit.js';
 import { open, type FileHandle } from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { EntryFilter } from '../../error-store/filter.js';
@@ -262,9 +263,21 @@ async function showStored(store: ErrorStore, key: string | undefined, opts: Stor
         : `${plural(entry.retriedCount, 'time')}, last at ${shortTime(iso(entry.lastRetriedAt) ?? '')} by ${entry.lastRetriedBy ?? '-'} to ${entry.retriedTo ?? '-'}`,
     ),
     field('outcome', entry.outcome === undefined ? (entry.retriedCount === 0 ? '-' : 'not seen yet') : `${entry.outcome} at ${shortTime(iso(entry.outcomeAt) ?? '')}`),
-    '',
   ];
-  await render.showEntry(entry, { bodyBytes: opts.bodyBytes ?? 4096, ...(opts.json ? { json: true } : {}) }, io, { json: { store: historyJson(entry) }, lines });
+  const edits = listEdits({ store }, key);
+  for (const edit of edits) {
+    const headers = Object.keys(edit.changedHeaders);
+    lines.push(
+      field(
+        'edited',
+        `at ${shortTime(iso(edit.at)!)} by ${edit.by}, sent to ${edit.sentTo}; body ${edit.bodySizeBefore} -> ${edit.bodySizeAfter} bytes` +
+          (headers.length === 0 ? '' : `; headers changed: ${headers.sort().join(', ')}`),
+      ),
+    );
+  }
+  lines.push('');
+  const json = { store: { ...historyJson(entry), edits: edits.map(editJson) } };
+  await render.showEntry(entry, { bodyBytes: opts.bodyBytes ?? 4096, ...(opts.json ? { json: true } : {}) }, io, { json, lines });
 }
 
 // ---------------------------------------------------------------- delete
@@ -332,4 +345,16 @@ async function exportStored(store: ErrorStore, filter: EntryFilter, opts: StoreO
   }
   if (opts.out !== undefined) io.stderr.write(`exported ${plural(exported, 'entry', 'entries')} from the error store to ${oneLine(opts.out)}\n`);
   if (signal.aborted) throw new InterruptedError(`interrupted after ${plural(exported, 'entry', 'entries')}; the export is incomplete`);
+}
+
+function editJson(edit: EditRecord) {
+  return {
+    requestId: edit.requestId,
+    by: edit.by,
+    at: iso(edit.at),
+    sentTo: edit.sentTo,
+    bodySizeBefore: edit.bodySizeBefore,
+    bodySizeAfter: edit.bodySizeAfter,
+    changedHeaders: edit.changedHeaders,
+  };
 }
