@@ -224,7 +224,7 @@ describe.skipIf(!haveChromium && !CI)('store-mode dashboard in a browser (100,00
     expect(edited).toHaveLength(1);
     const replaced = store.search({ text: 'edit-me-1', status: 'replaced' }).entries;
     expect(replaced).toHaveLength(1);
-    const detail = await p.evaluate(async (key) => (await fetch('api/entries/' + encodeURIComponent(key))).json(), replaced[0]!.key);
+    const detail = (await p.evaluate(async (key) => (await fetch('api/entries/' + encodeURIComponent(key))).json(), replaced[0]!.key)) as { edits: unknown[] };
     expect(detail.edits).toEqual([expect.objectContaining({ sentTo: 'addresses', bodySizeBefore: 13, bodySizeAfter: 26 })]);
     expect(cspViolations).toEqual([]);
   }, 60_000);
