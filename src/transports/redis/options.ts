@@ -1,0 +1,167 @@
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import { connectionBackoff } from '../../backoff/connection.js';
+import type { Backoff } from '../../backoff/types.js';
+import { DEFAULTS } from '../../defaults.js';
+import type { Logger } from '../../logger.js';
+import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import { systemRandom, type Random } from '../../time/random.js';
+
+/** Options of a {@link RedisTransport}; every field is optional. */
+export interface RedisTransportOptions {
+  /** The server's URL (`redis://` or `rediss://`). Ignored when `client` is given. Default `'redis://127.0.0.1:6379'`. */
+  readonly url?: string;
+  /**
+   * An ioredis client the application already has. The transport sends its
+   * commands on it, never changes its options and never closes it; each
+   * consumer gets a `duplicate()` of it for its blocking reads. Default
+   * none: the transport opens its own clients from `url`.
+   */
+  readonly client?: Redis;
+  /**
+   * The prefix of every key, and the hash tag they share: `{<prefix>}:…`.
+   * Endpoints that share queues must share the prefix. Default `'redeliver'`.
+   */
+  readonly keyPrefix?: string;
+  /** The name the transport's own connections give themselves (`CLIENT SETNAME`), shown by `CLIENT LIST`. Default `'redeliver'`. */
+  readonly connectionName?: string;
+  /**
+   * This process's name in each queue's consumer group. Entries it holds are
+   * listed under it in the pending entries list. Default
+   * `<hostname>:<pid>:<random>`, new for each transport.
+   */
+  readonly consumerName?: string;
+  /**
+   * How long a delivery stays leased before another consumer takes it over
+   * (`Delivery.deliveryCount` then goes up), unless `consume` is given its
+   * own. Default 30 000 ms.
+   */
+  readonly leaseMs?: number;
+  /**
+   * The longest an idle consumer waits before it looks again for delayed
+   * retries that another process scheduled sooner than it knew, and for
+   * deliveries whose lease ran out. Retries scheduled in this process wake
+   * it on time whatever this is. Default 1 000 ms.
+   */
+  readonly pollIntervalMs?: number;
+  /** The most entries one read takes. Default 100. */
+  readonly batchSize?: number;
+  /**
+   * The longest a command (a send, a settlement) waits for its reply, on the
+   * transport's own clients; it then rejects and may still be carried out,
+   * which a settlement tolerates (it checks its lease) and a send may turn
+   * into a duplicate. Default 10 000 ms.
+   */
+  readonly commandTimeoutMs?: number;
+  /**
+   * The most messages one queue may hold, ready and delayed together: a send
+   * to a queue that holds this many rejects with a `ThrottledError`, so a
+   * `Producer` backs off until consumers catch up instead of filling the
+   * server's memory. Retries and dead-letters are never refused. Default
+   * none: unbounded.
+   */
+  readonly maxLength?: number;
+  /** The largest body `send` accepts, in bytes; a larger one rejects at once with a `MessageTooLargeError`. Default 16 777 216 (16 MiB). */
+  readonly maxMessageBytes?: number;
+  /**
+   * The wait before each reconnection attempt of the transport's own
+   * clients; a backoff returning `undefined` stops reconnecting. Default
+   * `connectionBackoff()`: 1 s, then × 1.6 with ± 20 % jitter, at most 120 s.
+   */
+  readonly reconnect?: Backoff;
+  /**
+   * Read the server's persistence and eviction settings on the first
+   * connection and log a warning when it keeps nothing on disk or may evict
+   * keys (see docs/redis.md). Default `true`.
+   */
+  readonly checkServer?: boolean;
+  /** Source of time for wake-ups, reconnect waits and lease checks. Default the system clock. */
+  readonly clock?: Clock;
+  /** Source of randomness for the reconnect jitter. Default `Math.random`. */
+  readonly random?: Random;
+  /** A pino-compatible logger for connection events and warnings. Default none: silent. */
+  readonly logger?: Logger;
+}
+
+/** The defaults of {@link RedisTransportOptions}. */
+export const REDIS_DEFAULTS = {
+  url: 'redis://127.0.0.1:6379',
+  keyPrefix: 'redeliver',
+  connectionName: 'redeliver',
+  leaseMs: DEFAULTS.leaseMs,
+  pollIntervalMs: 1_000,
+  batchSize: 100,
+  commandTimeoutMs: 10_000,
+  maxMessageBytes: 16_777_216,
+  checkServer: true,
+} as const;
+
+/** Options with defaults applied and values checked. */
+export interface ResolvedRedisOptions {
+  readonly url: string;
+  readonly client: Redis | undefined;
+  readonly keyPrefix: string;
+  readonly connectionName: string;
+  readonly consumerName: string;
+  readonly leaseMs: number;
+  readonly pollIntervalMs: number;
+  readonly batchSize: number;
+  readonly commandTimeoutMs: number;
+  readonly maxLength: number | undefined;
+  readonly maxMessageBytes: number;
+  readonly reconnect: Backoff;
+  readonly checkServer: boolean;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly logger: Logger | undefined;
+}
+
+/** Applies the defaults and checks every value, throwing a RangeError or TypeError naming the option. */
+export function resolveRedisOptions(options: RedisTransportOptions = {}): ResolvedRedisOptions {
+  const random = options.random ?? systemRandom;
+  const url = options.url ?? REDIS_DEFAULTS.url;
+  if (options.client === undefined && !/^rediss?:\/\//i.test(url)) throw new RangeError(`RedisTransport: url must start with redis:// or rediss://, got ${JSON.stringify(url)}`);
+  const reconnect = options.reconnect ?? connectionBackoff();
+  if (typeof reconnect !== 'function') throw new TypeError('RedisTransport: reconnect must be a Backoff function');
+  const checkServer = options.checkServer ?? REDIS_DEFAULTS.checkServer;
+  if (typeof checkServer !== 'boolean') throw new TypeError('RedisTransport: checkServer must be a boolean');
+  const maxLength = options.maxLength;
+  if (maxLength !== undefined) wholeNumber('maxLength', maxLength, 1, 2 ** 53 - 1);
+  return {
+    url,
+    client: options.client,
+    keyPrefix: options.keyPrefix ?? REDIS_DEFAULTS.keyPrefix,
+    connectionName: name('connectionName', options.connectionName ?? REDIS_DEFAULTS.connectionName),
+    consumerName: name('consumerName', options.consumerName ?? `${hostname()}:${process.pid}:${Math.floor(random() * 2 ** 32).toString(36)}`),
+    leaseMs: leaseOption('leaseMs', options.leaseMs, REDIS_DEFAULTS.leaseMs),
+    pollIntervalMs: wholeNumber('pollIntervalMs', options.pollIntervalMs ?? REDIS_DEFAULTS.pollIntervalMs, 1, MAX_TIMER_MS),
+    batchSize: wholeNumber('batchSize', options.batchSize ?? REDIS_DEFAULTS.batchSize, 1, 10_000),
+    commandTimeoutMs: wholeNumber('commandTimeoutMs', options.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs, 1, MAX_TIMER_MS),
+    maxLength,
+    maxMessageBytes: wholeNumber('maxMessageBytes', options.maxMessageBytes ?? REDIS_DEFAULTS.maxMessageBytes, 1, 512 * 1024 * 1024),
+    reconnect,
+    checkServer,
+    clock: options.clock ?? systemClock,
+    random,
+    logger: options.logger,
+  };
+}
+
+/** A lease in milliseconds: `value`, or `fallback` when undefined. */
+export function leaseOption(what: string, value: number | undefined, fallback: number): number {
+  return value === undefined ? fallback : wholeNumber(what, value, 1, MAX_TIMER_MS);
+}
+
+function wholeNumber(what: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`RedisTransport: ${what} must be a whole number from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function name(what: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || /\s/.test(value)) {
+    throw new RangeError(`RedisTransport: ${what} must be a non-empty string without spaces, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
