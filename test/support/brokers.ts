@@ -78,3 +78,38 @@ export async function deleteQueues(queues: Iterable<string>): Promise<void> {
     await connection.close();
   }
 }
+
+/** The Redis URL the tests use: `REDIS_URL`, or the local default. */
+export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+
+let redis: Promise<boolean> | undefined;
+
+/** Whether Redis answers PING at {@link REDIS_URL} (checked once per test file). */
+export function redisAvailable(): Promise<boolean> {
+  redis ??= (async () => {
+    const { Redis } = await import('ioredis');
+    const client = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      return (await client.ping()) === 'PONG';
+    } catch {
+      return false;
+    } finally {
+      client.disconnect();
+    }
+  })();
+  return redis;
+}
+
+/**
+ * The skip reason for a Redis suite: undefined when the server is up.
+ * Throws under CI=true when it is not, and warns loudly otherwise.
+ */
+export async function redisSkipReason(): Promise<string | undefined> {
+  if (await redisAvailable()) return undefined;
+  const reason = `Redis is not reachable at ${REDIS_URL.replace(/\/\/[^@]*@/, '//')}`;
+  if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
+  console.warn(`\n!!! SKIPPING Redis tests: ${reason}. Start Redis or set REDIS_URL to run them. !!!\n`);
+  return reason;
+}
