@@ -28,6 +28,15 @@ if ! timeout 150 rabbitmqctl await_startup --timeout 120 >/dev/null 2>&1; then
   exit 1
 fi
 
+# Redis for the Redis transport's tests: the machine's server, without persistence (the fault suite starts its own).
+if ! listening 6379; then
+  echo "ci: starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+  wait_for Redis 6379 30 || exit 1
+else
+  echo "ci: Redis is up on 6379"
+fi
+
 # The dashboard's browser test drives Debian's Chromium (a browser download cannot work here).
 if ! command -v chromium >/dev/null 2>&1; then
   echo "ci: installing chromium"
