@@ -1,14 +1,16 @@
 /**
  * The short fault suite inside `npm test`: the cheapest scenarios, with few
- * messages, on SQLite and on a RabbitMQ node of the test's own. Each must
- * lose nothing. The whole suite is `npm run faults`.
+ * messages, on SQLite, on a RabbitMQ node and on a Redis server of the
+ * test's own. Each must lose nothing. The whole suite is `npm run faults`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rabbitNodeSkipReason } from '../support/rabbit-node.js';
+import { redisNodeSkipReason } from '../support/redis-node.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
+import { RedisFaultAdapter } from './adapters/redis.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { runScenario } from './run.js';
@@ -48,5 +50,19 @@ describe.skipIf(Boolean(rabbitNodeSkipReason()))('fault suite, short: RabbitMQ o
   it('loses nothing when connections are cut three times with delayed retries pending', async () => {
     await rabbit.start();
     await expectNoLoss(rabbit, 'connection-cut');
+  }, 240_000);
+});
+
+describe.skipIf(Boolean(redisNodeSkipReason()))('fault suite, short: Redis on a server of its own', () => {
+  const redis = new RedisFaultAdapter();
+  beforeAll(() => redis.start());
+  afterAll(() => redis.stop(), 60_000);
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(redis, 'worker-kill');
+  }, 120_000);
+
+  it('loses nothing when the server is killed -9 with over 1,000 delayed retries pending (AOF, appendfsync always)', async () => {
+    await expectNoLoss(redis, 'broker-kill');
   }, 240_000);
 });

@@ -4,13 +4,14 @@
  * row per scenario, the elapsed time, and one JSON line; exits 1 when any
  * scenario lost a message or could not run.
  *
- * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq] [--messages N] [--seed N]
+ * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis] [--messages N] [--seed N]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
+import { RedisFaultAdapter } from './adapters/redis.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
@@ -32,18 +33,20 @@ if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages mu
 const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
 if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
 const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
-if (!['all', 'sqlite', 'rabbitmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq or all`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis or all`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
 const dir = mkdtempSync(join(tmpdir(), 'redeliver-faults-'));
 
+const wanted = (transport: string) => values.transport === 'all' || values.transport === transport;
 const adapters: (() => FaultAdapter)[] = [];
-if (values.transport !== 'rabbitmq') adapters.push(() => new SqliteFaultAdapter());
-if (values.transport !== 'sqlite') {
+if (wanted('sqlite')) adapters.push(() => new SqliteFaultAdapter());
+if (wanted('rabbitmq')) {
   adapters.push(() => new RabbitMqFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
 }
+if (wanted('redis')) adapters.push(() => new RedisFaultAdapter({ log }));
 
 const results: ScenarioResult[] = [];
 let failures = 0;

@@ -26,10 +26,13 @@ export class Child {
     );
   }
 
-  /** Starts `node --import tsx <script> ...args` from the repository root, writing its output to `outputPath`. */
-  static start(label: string, script: string, args: readonly string[], outputPath: string): Child {
+  /**
+   * Starts `node --import tsx <script> ...args` from the repository root, writing its output to `outputPath`;
+   * `env` is added to this process's environment.
+   */
+  static start(label: string, script: string, args: readonly string[], outputPath: string, env: Readonly<Record<string, string>> = {}): Child {
     const out = openSync(outputPath, 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', out, out] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, ...env } });
     closeSync(out);
     return new Child(label, child);
   }

@@ -163,6 +163,7 @@ export const SCENARIOS: readonly Scenario[] = [
           'src/cli/main.ts',
           ['errors', 'retry', context.scope.cliTarget, '--all', '--error-queue', context.scope.errorQueue],
           `${context.dir}/cli.out`,
+          context.scope.cliEnv,
         );
       const first = retry();
       // Killed once it has sent some back: a message handled again, or a tenth gone from the error queue (fast on SQLite).

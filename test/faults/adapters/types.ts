@@ -19,8 +19,10 @@ export interface ScopeNames {
 export interface Scope extends ScopeNames {
   /** The transport spec for a process whose connection is named `<label>-<role>`. */
   spec(role: string): TransportSpec;
-  /** The target the `redeliver` CLI takes (a file path or an AMQP URL). */
+  /** The target the `redeliver` CLI takes (a file path, an AMQP or a Redis URL). */
   readonly cliTarget: string;
+  /** Environment the `redeliver` CLI needs besides its target (e.g. the Redis key prefix). Default none. */
+  readonly cliEnv?: Readonly<Record<string, string>>;
   /** Entries in the error queue now (0 when it does not exist). */
   errorCount(): Promise<number>;
   /** Messages waiting for a delayed retry now. */
