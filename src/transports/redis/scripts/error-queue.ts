@@ -2,8 +2,12 @@
  * The scripts of the error-queue operations. Each one that removes an entry
  * also acknowledges it in the consumer group (an error store's ingester may
  * hold it) and forgets its extended lease, so nothing of it is left behind.
- * Writers start with `#!lua`, so under `maxmemory` the server refuses them
- * whole rather than failing halfway.
+ *
+ * The send-back adds data, so it starts with `#!lua`: over `maxmemory` the
+ * server refuses it whole rather than failing halfway. Deleting and purging
+ * only remove data and cannot fail halfway, so they run over `maxmemory`
+ * too (`flags=allow-oom`): removing error entries is how an operator frees
+ * memory then.
  */
 import type { Script } from './runner.js';
 
@@ -49,7 +53,7 @@ return ${SEND_BACK_REPLY.sent}
  */
 export const DELETE_ENTRY: Script = {
   name: 'deleteEntry',
-  lua: `#!lua
+  lua: `#!lua flags=allow-oom
 local removed = redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('XACK', KEYS[1], ARGV[2], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
@@ -65,7 +69,7 @@ return removed
  */
 export const PURGE_CHUNK: Script = {
   name: 'purgeChunk',
-  lua: `#!lua
+  lua: `#!lua flags=allow-oom
 local entries = redis.call('XRANGE', KEYS[1], '-', ARGV[1], 'COUNT', ARGV[2])
 if #entries == 0 then return 0 end
 local ids = {}
