@@ -3,14 +3,13 @@
  * redis:// URL as an operator would type it, the key prefix in
  * `REDELIVER_REDIS_PREFIX`.
  */
-import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import type { Transport } from '../../src/transport/types.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { REDIS_URL, redisSkipReason } from '../support/brokers.js';
 import { redisScratch } from '../support/redis-scratch.js';
-import { cli, drain, fillErrorQueue, waitFor, wrap, type Filled } from './support.js';
+import { cli, drain, fillErrorQueue, tempFolder, waitFor, wrap, type Filled } from './support.js';
 
 const skip = await redisSkipReason();
 
@@ -129,6 +128,31 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on Redis', () => {
     expect(deleted).toEqual({ code: 0, stdout: 'deleted 2\n', stderr: '' });
     const empty = await cli(['errors', 'list', REDIS_URL, ...errorArgs], { env });
     expect(empty.stdout).toBe(`error queue '${errorQueue}' is empty\n`);
+  });
+
+  it('ingests the error stream into an error store once, and retries from the store', { timeout: 60_000 }, async () => {
+    const folder = tempFolder();
+    const store = folder.path('errors.db');
+    const transport = open();
+    try {
+      const filled = await fillErrorQueue(transport, { timeout: 3, invalid: 2 }, 'billing', 'billing-error');
+      await waitFor(async () => (await transport.errorQueue.count('billing-error')) === 5, 10_000, 'the error queue to hold 5');
+      const ingestArgs = ['errors', 'ingest', REDIS_URL, '--store', store, '--error-queue', 'billing-error', '--once', '--json'];
+      const first = await cli(ingestArgs, { env });
+      expect(first.stderr).toBe('');
+      expect(JSON.parse(first.stdout)).toMatchObject({ stored: 5, duplicates: 0, ackFailures: 0 });
+      expect(await transport.errorQueue.count('billing-error')).toBe(0);
+      expect(JSON.parse((await cli(ingestArgs, { env })).stdout)).toMatchObject({ stored: 0 });
+
+      const retried = await cli(['errors', 'retry', REDIS_URL, '--store', store, '--all', '--json'], { env });
+      expect(retried.code).toBe(0);
+      expect(JSON.parse(retried.stdout)).toMatchObject({ state: 'done', total: 5, sent: 5, refused: 0, failed: 0 });
+      const got = await drain(transport, 'billing', 5, 300);
+      expect(got.map((d) => d.id).sort()).toEqual([...filled.ids.timeout, ...filled.ids.invalid].sort());
+    } finally {
+      await transport.close();
+      folder.cleanup();
+    }
   });
 
   it('a prefix with braces is a usage error naming the variable', async () => {
