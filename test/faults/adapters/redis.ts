@@ -7,6 +7,7 @@
  * transport under test; error-queue ids go through the transport's
  * error-queue operations, as on every transport.
  */
+import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
@@ -82,7 +83,7 @@ export class RedisFaultAdapter implements FaultAdapter {
       queue,
       errorQueue,
       cliTarget: node.url,
-      cliEnv: { REDELIVER_REDIS_PREFIX: label },
+      cliEnv: { [REDIS_PREFIX_ENV]: label },
       spec,
       errorCount: async () => Number(await node.command('XLEN', error.stream)),
       delayedCount: async () => Number(await node.command('ZCARD', work.delayed)),
