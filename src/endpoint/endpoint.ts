@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { connectionBackoff } from '../backoff/connection.js';
 import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
@@ -94,6 +95,8 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   constructor(options: EndpointOptions<T>) {
     super((error, event) => this.#logger.error({ err: error, event: String(event) }, 'redeliver: an event listener threw'));
     this.config = resolveEndpointConfig(options);
+    // Every settlement waiting to be tried again listens on the stop signal: as many as the concurrency, not a leak.
+    setMaxListeners(0, this.#stopping.signal);
     const { config } = this;
     this.#logger = guardedLogger(config.logger);
     this.#admission = new Admission(config.concurrency, (delivery) => this.#launch(delivery));

@@ -4,11 +4,6 @@
  * a send-back is refused whole (no copy, the entry stays), while reading,
  * deleting and purging still work, so an operator can free memory.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
@@ -16,39 +11,25 @@ import { encodeHeaders } from '../../src/transports/redis/codec.js';
 import { RedisKeys } from '../../src/transports/redis/keys.js';
 import { RedisOperations } from '../../src/transports/redis/operations.js';
 import { ScriptRunner } from '../../src/transports/redis/scripts/runner.js';
-import { redisSkipReason } from '../support/brokers.js';
+import { RedisNode, redisNodeSkipReason } from '../support/redis-node.js';
 
-const skip = await redisSkipReason();
-
-/** A port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+const skip = redisNodeSkipReason();
 
 describe.skipIf(Boolean(skip))('Redis error-queue operations over maxmemory', () => {
-  let dir: string;
-  let server: ChildProcess;
+  let node: RedisNode;
   let client: Redis;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-oom-'));
-    const port = await freePort();
-    server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    client = new Redis({ port, host: '127.0.0.1', connectionName: 'redeliver-test-oom', retryStrategy: (n) => (n > 50 ? null : 100) });
+    node = await RedisNode.start();
+    client = new Redis(node.url, { connectionName: 'redeliver-test-oom', retryStrategy: (n) => (n > 50 ? null : 100) });
     client.on('error', () => undefined);
     await client.ping();
-  });
+  }, 60_000);
 
   afterAll(async () => {
-    await client?.call('SHUTDOWN', 'NOSAVE').catch(() => undefined);
     client?.disconnect();
-    server?.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
+    await node?.stop();
+  }, 60_000);
 
   it('refuses a send-back whole, and still reads, deletes and purges', async () => {
     const keys = new RedisKeys('oom');

@@ -1,7 +1,7 @@
 import type { RedisKeys, QueueKeys } from './keys.js';
 import { GROUP } from './keys.js';
 import type { ScriptRunner } from './scripts/runner.js';
-import { SETTLE } from './scripts/settle.js';
+import { SETTLE, SETTLE_ACKS } from './scripts/settle.js';
 
 /** One settlement of a delivery, as {@link Settler} sends it. */
 export type SettleOp =
@@ -101,7 +101,8 @@ export class Settler {
       }
     }
     try {
-      const reply = (await this.scripts.run(SETTLE, keys, args)) as unknown[];
+      const acksOnly = batch.every((p) => p.op.kind === 'a');
+      const reply = (await this.scripts.run(acksOnly ? SETTLE_ACKS : SETTLE, keys, args)) as unknown[];
       batch.forEach((p, i) => {
         const result = reply[i];
         p.resolve(result === 1 || result === 0 ? result : String(result));

@@ -76,6 +76,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #wake: AbortController | undefined;
   #wakeAt = Infinity;
   #failures = 0;
+  /** When the current wait after a failure ends (monotonic). */
+  #retryAt = 0;
   readonly #loop: Promise<void>;
 
   constructor(settings: RedisConsumerSettings) {
@@ -255,20 +257,32 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #recovered(): void {
     if (this.#failures === 0) return;
     this.#failures = 0;
+    this.#retryAt = 0;
     this.#s.logger?.info({ queue: this.#s.queue }, `redis: consumer of ${this.#s.queue} is reading again`);
   }
 
+  /**
+   * Waits before the next try after a read, promotion or claim failed. A
+   * settlement that finishes cuts the wait short (room to read again), so a
+   * failure only counts towards a longer wait when the previous wait ran its
+   * course: a burst of early tries during an outage does not push the next
+   * wait to the backoff's cap.
+   */
   async #failed(error: unknown): Promise<void> {
     const s = this.#s;
-    this.#failures++;
-    const delay = s.reconnect({ attempt: this.#failures, previousDelayMs: undefined, elapsedMs: 0, random: s.random }) ?? s.pollIntervalMs;
-    if (this.#failures === 1 || this.#failures % 10 === 0) {
-      s.logger?.warn({ err: error, queue: s.queue, attempt: this.#failures }, `redis: consumer of ${s.queue} failed (${(error as Error)?.message}); trying again in ${Math.round(delay)} ms`);
+    const now = s.clock.monotonic();
+    const counted = now >= this.#retryAt;
+    if (counted) this.#failures++;
+    const delay = Math.max(0, s.reconnect({ attempt: this.#failures, previousDelayMs: undefined, elapsedMs: 0, random: s.random }) ?? s.pollIntervalMs);
+    if (counted) {
+      this.#retryAt = now + delay;
+      if (this.#failures === 1 || this.#failures % 10 === 0) {
+        s.logger?.warn({ err: error, queue: s.queue, attempt: this.#failures }, `redis: consumer of ${s.queue} failed (${(error as Error)?.message}); trying again in ${Math.round(delay)} ms`);
+      }
     }
     const controller = new AbortController();
-    const stop = () => controller.abort();
-    this.#kicked = stop;
-    await s.clock.sleep(Math.min(Math.max(0, delay), 2 ** 31 - 1), controller.signal).catch(() => undefined);
+    this.#kicked = () => controller.abort();
+    await s.clock.sleep(Math.min(Math.max(0, this.#retryAt - now), 2 ** 31 - 1), controller.signal).catch(() => undefined);
   }
 
   /** Waits for a settlement, a wake-up, a resume, a new prefetch or a close. */

@@ -4,30 +4,8 @@ import type { Script } from './runner.js';
 /** How many ARGV slots one settlement takes in {@link SETTLE}. */
 export const SETTLE_SLOTS = 6;
 
-/**
- * Settles deliveries of one queue, each on its own: an ack, a retry later
- * (a copy in the delayed set), a dead-letter (a copy in an error stream) or
- * a release (a copy at the end of the stream that keeps counting
- * deliveries). A settlement applies only while this consumer still holds
- * the entry with the same delivery count: a lease taken over, or a second
- * settlement, finds nothing and changes nothing.
- *
- * Each copy is written first, and the entry is acked and deleted only once
- * the copy is written, so an error halfway leaves the original in place.
- *
- * KEYS: stream, delayed, delayed data, leases, queues, seq, then the error
- * streams the dead-letters name. ARGV: group, consumer, then 6 slots per
- * settlement: kind (`a`, `r`, `d`, `l`), entry id, delivery count, and
- * - `r`: delay ms, headers JSON;
- * - `d`: KEYS index of the error stream, headers JSON, error queue name;
- * - `l`: deliveries the copy inherits on top of its own.
- * Replies one result per settlement: 1 done, 0 gone (not held by this
- * consumer with that count, or the entry was deleted), or an error text.
- */
-export const SETTLE: Script = {
-  name: 'settle',
-  lua: `#!lua
-local group, consumer = ARGV[1], ARGV[2]
+/** The script's body, shared by both variants below. */
+const BODY = `local group, consumer = ARGV[1], ARGV[2]
 local now
 local results = {}
 local function fields(id)
@@ -87,5 +65,42 @@ for s = 3, #ARGV, ${SETTLE_SLOTS} do
   end
   results[#results + 1] = result
 end
-return results`,
+return results`;
+
+/**
+ * Settles deliveries of one queue, each on its own: an ack, a retry later
+ * (a copy in the delayed set), a dead-letter (a copy in an error stream) or
+ * a release (a copy at the end of the stream that keeps counting
+ * deliveries). A settlement applies only while this consumer still holds
+ * the entry with the same delivery count: a lease taken over, or a second
+ * settlement, finds nothing and changes nothing.
+ *
+ * Each copy is written first, and the entry is acked and deleted only once
+ * the copy is written, so an error halfway leaves the original in place.
+ *
+ * KEYS: stream, delayed, delayed data, leases, queues, seq, then the error
+ * streams the dead-letters name. ARGV: group, consumer, then 6 slots per
+ * settlement: kind (`a`, `r`, `d`, `l`), entry id, delivery count, and
+ * - `r`: delay ms, headers JSON;
+ * - `d`: KEYS index of the error stream, headers JSON, error queue name;
+ * - `l`: deliveries the copy inherits on top of its own.
+ * Replies one result per settlement: 1 done, 0 gone (not held by this
+ * consumer with that count, or the entry was deleted), or an error text.
+ */
+export const SETTLE: Script = {
+  name: 'settle',
+  lua: `#!lua
+${BODY}`,
+};
+
+/**
+ * {@link SETTLE} for a batch of acks only, which the server runs even over
+ * `maxmemory` (`allow-oom`): an ack writes nothing new, it only frees
+ * memory, so a consumer can keep acknowledging what it handled while the
+ * server refuses new writes.
+ */
+export const SETTLE_ACKS: Script = {
+  name: 'settle-acks',
+  lua: `#!lua flags=allow-oom
+${BODY}`,
 };
