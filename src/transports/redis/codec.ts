@@ -72,3 +72,27 @@ function decodeHeaders(text: string | undefined, entryId: string): Headers {
   }
   return headers;
 }
+
+/**
+ * Reads an entry a consumer was handed, without throwing: an entry not
+ * written by redeliver (no id, headers that are not a JSON object of
+ * strings) is delivered with its stream id as its id and no headers, so the
+ * endpoint settles it like any other message (usually to its error queue)
+ * instead of the consumer stalling on it. `problem` says what was wrong.
+ */
+export function decodeDelivered(raw: RawEntry): { entry: StreamEntry; problem?: string } {
+  try {
+    return { entry: decodeEntry(raw) };
+  } catch (error) {
+    const entryId = raw[0].toString();
+    const fields = raw[1] ?? [];
+    let body: Uint8Array = new Uint8Array(0);
+    let id = entryId;
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const name = fields[i]!.toString();
+      if (name === 'b') body = Buffer.from(fields[i + 1]!);
+      else if (name === 'i') id = fields[i + 1]!.toString();
+    }
+    return { entry: { entryId, id, body, headers: {}, inherited: 0 }, problem: (error as Error).message };
+  }
+}

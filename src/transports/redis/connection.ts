@@ -1,0 +1,94 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from '../../logger.js';
+import type { ResolvedRedisOptions } from './options.js';
+
+/**
+ * Opens a client of the transport's own. `blocking` clients carry a
+ * consumer's blocking reads, so they get no command timeout (a read may
+ * block for the poll interval). Every client retries its connection with
+ * the `reconnect` backoff, queues commands while it is down, and sends
+ * again on reconnection the commands that had no reply (settlements check
+ * their lease, so a repeat changes nothing).
+ */
+export function openClient(options: ResolvedRedisOptions, blocking: boolean): Redis {
+  const settings = clientSettings(options, blocking);
+  const client = options.client === undefined ? new Redis(options.url, settings) : options.client.duplicate(settings);
+  watchErrors(client, options.logger, blocking ? 'blocking reads' : 'commands');
+  return client;
+}
+
+function clientSettings(options: ResolvedRedisOptions, blocking: boolean): RedisOptions {
+  let previousDelayMs: number | undefined;
+  let elapsedMs = 0;
+  return {
+    connectionName: options.connectionName,
+    maxRetriesPerRequest: null,
+    ...(blocking ? {} : { commandTimeout: options.commandTimeoutMs }),
+    retryStrategy: (times: number) => {
+      const delay = options.reconnect({ attempt: times, previousDelayMs, elapsedMs, random: options.random });
+      if (delay === undefined) return null;
+      previousDelayMs = delay;
+      elapsedMs += delay;
+      return Math.max(0, Math.round(delay));
+    },
+  };
+}
+
+/** An ioredis client without an `error` listener would crash the process: log instead, once per outage. */
+function watchErrors(client: Redis, logger: Logger | undefined, role: string): void {
+  let down = false;
+  client.on('error', (error: Error) => {
+    if (down) return;
+    down = true;
+    logger?.warn({ err: error, role }, `redis: connection for ${role} failed (${error.message}); reconnecting`);
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger?.info({ role }, `redis: connection for ${role} is back`);
+  });
+}
+
+/** What the server keeps and evicts, as {@link readServerSettings} found it. */
+export interface ServerSettings {
+  readonly appendonly: string;
+  readonly appendfsync: string;
+  /** The RDB snapshot schedule; empty when snapshots are off. */
+  readonly save: string;
+  readonly maxmemoryPolicy: string;
+}
+
+/** Reads the persistence and eviction settings; undefined when `CONFIG` is refused (a managed server). */
+export async function readServerSettings(client: Redis): Promise<ServerSettings | undefined> {
+  try {
+    const reply = (await client.call('CONFIG', 'GET', '*')) as string[];
+    const map = new Map<string, string>();
+    for (let i = 0; i + 1 < reply.length; i += 2) map.set(reply[i]!, reply[i + 1]!);
+    return {
+      appendonly: map.get('appendonly') ?? '',
+      appendfsync: map.get('appendfsync') ?? '',
+      save: map.get('save') ?? '',
+      maxmemoryPolicy: map.get('maxmemory-policy') ?? '',
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The warnings an operator should read about these settings (see docs/redis.md); empty when all is well. */
+export function serverWarnings(settings: ServerSettings): string[] {
+  const warnings: string[] = [];
+  if (settings.appendonly !== 'yes') {
+    warnings.push(
+      settings.save === ''
+        ? 'the server keeps nothing on disk (appendonly no, no RDB snapshots): a restart of Redis loses every queued message, delayed retry and error-queue entry; set appendonly yes'
+        : 'the server keeps only RDB snapshots (appendonly no): a restart of Redis loses every message since the last snapshot; set appendonly yes',
+    );
+  } else if (settings.appendfsync === 'no') {
+    warnings.push('appendfsync no: a crash of the machine can lose the last ~30 s of writes; appendfsync everysec bounds it to 1 s, always to none');
+  }
+  if (settings.maxmemoryPolicy !== '' && settings.maxmemoryPolicy !== 'noeviction') {
+    warnings.push(`maxmemory-policy is ${settings.maxmemoryPolicy}: at maxmemory Redis evicts keys, which deletes whole queues; set maxmemory-policy noeviction`);
+  }
+  return warnings;
+}

@@ -1,0 +1,113 @@
+import type { RedisKeys, QueueKeys } from './keys.js';
+import { GROUP } from './keys.js';
+import type { ScriptRunner } from './scripts/runner.js';
+import { SETTLE } from './scripts/settle.js';
+
+/** One settlement of a delivery, as {@link Settler} sends it. */
+export type SettleOp =
+  | { readonly kind: 'a'; readonly entryId: string; readonly count: number }
+  | { readonly kind: 'r'; readonly entryId: string; readonly count: number; readonly delayMs: number; readonly headers: string }
+  | { readonly kind: 'd'; readonly entryId: string; readonly count: number; readonly errorQueue: string; readonly headers: string }
+  | { readonly kind: 'l'; readonly entryId: string; readonly count: number; readonly inherit: number };
+
+/** What the server did with one settlement: 1 done, 0 gone, or its error text. */
+export type SettleResult = 1 | 0 | string;
+
+/** The most settlements one script call carries. */
+export const SETTLE_BATCH = 256;
+
+interface Pending {
+  readonly op: SettleOp;
+  resolve(result: SettleResult): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Settles the deliveries of one queue. Settlements asked for in the same
+ * turn of the event loop go to the server in one script call (each still
+ * applies on its own), so a consumer handling fifty messages at once pays
+ * one round trip for their acks, not fifty.
+ */
+export class Settler {
+  readonly #keys: QueueKeys;
+  #pending: Pending[] = [];
+  #scheduled = false;
+  readonly #inflight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly scripts: ScriptRunner,
+    private readonly redisKeys: RedisKeys,
+    private readonly queue: string,
+    private readonly consumer: string,
+  ) {
+    this.#keys = redisKeys.of(queue);
+  }
+
+  /** Queues `op` for the next call; resolves what the server did with it. */
+  settle(op: SettleOp): Promise<SettleResult> {
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ op, resolve, reject });
+      if (this.#scheduled) return;
+      this.#scheduled = true;
+      queueMicrotask(() => this.#flush());
+    });
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const all = this.#pending;
+    this.#pending = [];
+    for (let i = 0; i < all.length; i += SETTLE_BATCH) {
+      const sent = this.#send(all.slice(i, i + SETTLE_BATCH));
+      this.#inflight.add(sent);
+      void sent.finally(() => this.#inflight.delete(sent));
+    }
+  }
+
+  /** Resolves once every settlement asked for so far has its answer. */
+  async idle(): Promise<void> {
+    while (this.#pending.length > 0 || this.#inflight.size > 0) {
+      if (this.#pending.length > 0) await Promise.resolve();
+      else await Promise.all(this.#inflight);
+    }
+  }
+
+  async #send(batch: readonly Pending[]): Promise<void> {
+    const k = this.#keys;
+    const keys = [k.stream, k.delayed, k.delayedData, k.leases, this.redisKeys.queues, this.redisKeys.seq];
+    const errorKeyIndex = new Map<string, number>();
+    const args: (string | number)[] = [GROUP, this.consumer];
+    for (const { op } of batch) {
+      switch (op.kind) {
+        case 'a':
+          args.push('a', op.entryId, op.count, '', '', '');
+          break;
+        case 'r':
+          args.push('r', op.entryId, op.count, Math.max(0, Math.ceil(op.delayMs)), op.headers, '');
+          break;
+        case 'd': {
+          let index = errorKeyIndex.get(op.errorQueue);
+          if (index === undefined) {
+            keys.push(this.redisKeys.stream(op.errorQueue));
+            index = keys.length;
+            errorKeyIndex.set(op.errorQueue, index);
+          }
+          args.push('d', op.entryId, op.count, index, op.headers, op.errorQueue);
+          break;
+        }
+        case 'l':
+          args.push('l', op.entryId, op.count, op.inherit, '', '');
+          break;
+      }
+    }
+    try {
+      const reply = (await this.scripts.run(SETTLE, keys, args)) as unknown[];
+      batch.forEach((p, i) => {
+        const result = reply[i];
+        p.resolve(result === 1 || result === 0 ? result : String(result));
+      });
+    } catch (error) {
+      for (const p of batch) p.reject(error);
+    }
+  }
+}

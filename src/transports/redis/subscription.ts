@@ -1,0 +1,335 @@
+import type { Redis } from 'ioredis';
+import type { Backoff } from '../../backoff/types.js';
+import type { Logger } from '../../logger.js';
+import type { Clock } from '../../time/clock.js';
+import type { Random } from '../../time/random.js';
+import type { DeliveryListener, Subscription } from '../../transport/types.js';
+import { decodeDelivered, type RawEntry } from './codec.js';
+import { RedisDelivery, type DeliveryOwner } from './delivery.js';
+import { GROUP, type QueueKeys } from './keys.js';
+import type { ScriptRunner } from './scripts/runner.js';
+import { CLAIM } from './scripts/claim.js';
+import { EXTEND } from './scripts/extend.js';
+import { PROMOTE } from './scripts/promote.js';
+import type { Settler, SettleOp, SettleResult } from './settler.js';
+
+/** What a consumer needs to run. */
+export interface RedisConsumerSettings {
+  readonly queue: string;
+  readonly listener: DeliveryListener;
+  readonly prefetch: number;
+  readonly leaseMs: number;
+  readonly batchSize: number;
+  readonly pollIntervalMs: number;
+  readonly consumer: string;
+  readonly keys: QueueKeys;
+  /** The `{p}:queues` hash: consuming a queue registers it as a work queue. */
+  readonly queuesKey: string;
+  /** The transport's command client: scripts and `CLIENT UNBLOCK`. */
+  readonly client: Redis;
+  readonly scripts: ScriptRunner;
+  /** This consumer's own connection, for its blocking reads; closed with it. */
+  readonly blocking: Redis;
+  readonly settler: Settler;
+  readonly reconnect: Backoff;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly logger: Logger | undefined;
+  /** Called once the subscription is closed, so the transport forgets it. */
+  readonly onClosed: (sub: RedisSubscription) => void;
+}
+
+const RUNNING = 0;
+const PAUSED = 1;
+const CLOSED = 2;
+
+/** How often, at most, an unblock is tried while a read has not reached the server yet. */
+const UNBLOCK_TRIES = 50;
+
+/**
+ * A consumer on one queue. It reads new entries with `XREADGROUP` on a
+ * connection of its own, at most `prefetch` unsettled at a time, and takes
+ * over entries whose lease ran out.
+ *
+ * Delayed retries wait in the server's sorted set. The consumer keeps one
+ * wake-up, for the earliest due time the server reported (or the poll
+ * interval, for retries other processes schedule), and at that time moves
+ * what is due to the stream. A blocked read is cut short with
+ * `CLIENT UNBLOCK`, since the server's own block timeouts are only as
+ * precise as its 100 ms cron. There is no timer per waiting message.
+ */
+export class RedisSubscription implements Subscription, DeliveryOwner {
+  readonly #s: RedisConsumerSettings;
+  #prefetch: number;
+  #state = RUNNING;
+  #outstanding = 0;
+  /** Monotonic times of the next promotion of due retries and of the next look for expired leases. */
+  #promoteAt = 0;
+  #claimAt = 0;
+  #groupReady = false;
+  /** A blocking read is on its way or blocked. */
+  #reading = false;
+  #blockingId: number | undefined;
+  /** The read or claim under way, which pause and close wait for. */
+  #busy: Promise<unknown> = Promise.resolve();
+  #kicked: (() => void) | undefined;
+  #wake: AbortController | undefined;
+  #wakeAt = Infinity;
+  #failures = 0;
+  readonly #loop: Promise<void>;
+
+  constructor(settings: RedisConsumerSettings) {
+    this.#s = settings;
+    this.#prefetch = settings.prefetch;
+    settings.blocking.on('ready', () => this.#learnBlockingId());
+    this.#loop = this.#run();
+  }
+
+  async pause(): Promise<void> {
+    if (this.#state !== RUNNING) return;
+    this.#state = PAUSED;
+    this.#kick();
+    await this.#busy.catch(() => undefined);
+  }
+
+  async resume(): Promise<void> {
+    if (this.#state !== PAUSED) return;
+    this.#state = RUNNING;
+    this.#kick();
+  }
+
+  async setPrefetch(prefetch: number): Promise<void> {
+    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
+      throw new RangeError(`setPrefetch: prefetch must be a positive integer, got ${String(prefetch)}`);
+    }
+    this.#prefetch = prefetch;
+    this.#kick();
+  }
+
+  /** Stops reading; deliveries handed out stay held and may still be settled. */
+  async close(): Promise<void> {
+    if (this.#state === CLOSED) return;
+    this.#state = CLOSED;
+    this.#cancelWake();
+    this.#kick();
+    await this.#loop;
+    this.#s.onClosed(this);
+    this.#s.blocking.disconnect();
+  }
+
+  settle(op: SettleOp): Promise<SettleResult> {
+    return this.#s.settler.settle(op);
+  }
+
+  async extend(entryId: string, count: number, ms: number): Promise<boolean> {
+    const s = this.#s;
+    const reply = await s.scripts.run(EXTEND, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, entryId, count, ms, s.leaseMs]);
+    return reply === 1;
+  }
+
+  settled(): void {
+    this.#outstanding--;
+    this.#kick();
+  }
+
+  retryScheduled(delayMs: number): void {
+    this.notifyDue(delayMs);
+  }
+
+  /** A retry on this queue becomes due in `delayMs`: wake up then if that is sooner than planned. */
+  notifyDue(delayMs: number): void {
+    if (this.#state === CLOSED) return;
+    const at = this.#s.clock.monotonic() + delayMs;
+    if (at >= this.#promoteAt) return;
+    this.#promoteAt = at;
+    this.#arm();
+  }
+
+  async #run(): Promise<void> {
+    const s = this.#s;
+    while (this.#state !== CLOSED) {
+      if (this.#state === PAUSED) {
+        await this.#nextKick();
+        continue;
+      }
+      try {
+        if (!this.#groupReady) await this.#createGroup();
+        const now = s.clock.monotonic();
+        if (now >= this.#promoteAt) await this.#busyWith(this.#promote());
+        if (this.#room() > 0 && now >= this.#claimAt) await this.#busyWith(this.#claimExpired());
+        this.#arm();
+        if (this.#room() <= 0 || this.#state !== RUNNING) {
+          if (this.#state === RUNNING) await this.#nextKick();
+          continue;
+        }
+        await this.#busyWith(this.#read());
+        this.#recovered();
+      } catch (error) {
+        if (/NOGROUP/.test((error as Error)?.message ?? '')) {
+          // The stream was deleted (and maybe created again by a send): join it again from its first entry.
+          this.#groupReady = false;
+          continue;
+        }
+        await this.#failed(error);
+      }
+    }
+  }
+
+  #busyWith<T>(work: Promise<T>): Promise<T> {
+    this.#busy = work.catch(() => undefined);
+    return work;
+  }
+
+  #room(): number {
+    return this.#prefetch - this.#outstanding;
+  }
+
+  async #createGroup(): Promise<void> {
+    const s = this.#s;
+    try {
+      await s.client.xgroup('CREATE', s.keys.stream, GROUP, '0', 'MKSTREAM');
+    } catch (error) {
+      if (!/BUSYGROUP/.test((error as Error)?.message ?? '')) throw error;
+    }
+    await s.client.hsetnx(s.queuesKey, s.queue, 'work');
+    if (this.#blockingId === undefined) await this.#learnBlockingId();
+    this.#groupReady = true;
+  }
+
+  async #learnBlockingId(): Promise<void> {
+    try {
+      this.#blockingId = Number(await this.#s.blocking.client('ID'));
+    } catch {
+      this.#blockingId = undefined;
+    }
+  }
+
+  async #promote(): Promise<void> {
+    const s = this.#s;
+    const [, wait] = (await s.scripts.run(PROMOTE, [s.keys.stream, s.keys.delayed, s.keys.delayedData], [s.batchSize * 10])) as [number, number];
+    const now = s.clock.monotonic();
+    this.#promoteAt = now + (wait < 0 ? s.pollIntervalMs : Math.min(wait, s.pollIntervalMs));
+  }
+
+  async #claimExpired(): Promise<void> {
+    const s = this.#s;
+    const reply = (await s.scripts.run(CLAIM, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, s.leaseMs, this.#room()])) as [Buffer, RawEntry[1], number][];
+    this.#claimAt = s.clock.monotonic() + s.pollIntervalMs;
+    for (const [entryId, fields, count] of reply) this.#take([entryId, fields], Number(count));
+  }
+
+  async #read(): Promise<void> {
+    const s = this.#s;
+    this.#reading = true;
+    let reply: unknown;
+    try {
+      reply = await s.blocking.callBuffer(
+        'XREADGROUP', 'GROUP', GROUP, s.consumer, 'COUNT', Math.min(s.batchSize, this.#room()), 'BLOCK', s.pollIntervalMs, 'STREAMS', s.keys.stream, '>',
+      );
+    } finally {
+      this.#reading = false;
+    }
+    for (const raw of entriesOf(reply)) this.#take(raw, 1);
+  }
+
+  /** Hands out an entry read or claimed, or gives it back uncounted when the consumer stopped meanwhile. */
+  #take(raw: RawEntry, count: number): void {
+    const s = this.#s;
+    const { entry, problem } = decodeDelivered(raw);
+    if (problem !== undefined) s.logger?.warn({ queue: s.queue, entryId: entry.entryId }, `redis: ${problem}; delivered with its stream id as message id and no headers`);
+    this.#outstanding++;
+    const delivery = new RedisDelivery(this, s.queue, entry.entryId, count, entry.inherited, entry.id, Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength), entry.headers);
+    if (this.#state !== RUNNING) {
+      // Read after a pause or close: back to the end of the stream, this delivery not counted.
+      this.settle({ kind: 'l', entryId: entry.entryId, count, inherit: count - 1 }).then(() => this.settled(), () => this.settled());
+      return;
+    }
+    try {
+      s.listener(delivery);
+    } catch {
+      // A listener that throws cannot have taken the delivery on: give it back.
+      delivery.release().catch(() => undefined);
+    }
+  }
+
+  #recovered(): void {
+    if (this.#failures === 0) return;
+    this.#failures = 0;
+    this.#s.logger?.info({ queue: this.#s.queue }, `redis: consumer of ${this.#s.queue} is reading again`);
+  }
+
+  async #failed(error: unknown): Promise<void> {
+    const s = this.#s;
+    this.#failures++;
+    const delay = s.reconnect({ attempt: this.#failures, previousDelayMs: undefined, elapsedMs: 0, random: s.random }) ?? s.pollIntervalMs;
+    if (this.#failures === 1 || this.#failures % 10 === 0) {
+      s.logger?.warn({ err: error, queue: s.queue, attempt: this.#failures }, `redis: consumer of ${s.queue} failed (${(error as Error)?.message}); trying again in ${Math.round(delay)} ms`);
+    }
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    this.#kicked = stop;
+    await s.clock.sleep(Math.min(Math.max(0, delay), 2 ** 31 - 1), controller.signal).catch(() => undefined);
+  }
+
+  /** Waits for a settlement, a wake-up, a resume, a new prefetch or a close. */
+  #nextKick(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#kicked = resolve;
+    });
+  }
+
+  #kick(): void {
+    const kicked = this.#kicked;
+    this.#kicked = undefined;
+    kicked?.();
+    if (this.#state !== RUNNING || this.#room() <= 0) void this.#unblock();
+  }
+
+  /** Keeps one timer, for the sooner of the next promotion and the next look for expired leases. */
+  #arm(): void {
+    const at = Math.min(this.#promoteAt, this.#claimAt);
+    if (at === this.#wakeAt && this.#wake !== undefined) return;
+    this.#cancelWake();
+    if (this.#state === CLOSED) return;
+    const controller = new AbortController();
+    this.#wake = controller;
+    this.#wakeAt = at;
+    const ms = Math.max(0, Math.min(at - this.#s.clock.monotonic(), 2 ** 31 - 1));
+    this.#s.clock.sleep(ms, controller.signal).then(
+      () => {
+        if (this.#wake !== controller) return;
+        this.#wake = undefined;
+        this.#wakeAt = Infinity;
+        this.#kick();
+        void this.#unblock();
+      },
+      () => undefined,
+    );
+  }
+
+  #cancelWake(): void {
+    this.#wake?.abort();
+    this.#wake = undefined;
+    this.#wakeAt = Infinity;
+  }
+
+  /** Cuts a blocked read short. A read that has not reached the server yet is tried again until it has, or has returned. */
+  async #unblock(): Promise<void> {
+    for (let i = 0; i < UNBLOCK_TRIES && this.#reading; i++) {
+      const id = this.#blockingId;
+      if (id === undefined) return;
+      const done = await this.#s.client.client('UNBLOCK', id, 'TIMEOUT').catch(() => 0);
+      if (done === 1 || !this.#reading) return;
+      await this.#s.clock.sleep(2).catch(() => undefined);
+    }
+  }
+}
+
+/** The entries of an `XREADGROUP` reply for one stream, in either protocol's shape. */
+function entriesOf(reply: unknown): RawEntry[] {
+  if (!Array.isArray(reply) || reply.length === 0) return [];
+  // RESP3 (a map, flattened): [stream, entries]. RESP2: [[stream, entries]].
+  const pair = Array.isArray(reply[0]) ? reply[0] : reply;
+  const entries = pair[1];
+  return Array.isArray(entries) ? (entries as RawEntry[]) : [];
+}

@@ -1,0 +1,203 @@
+import type { Redis } from 'ioredis';
+import type { SendErrorKind } from '../../producer/errors.js';
+import type {
+  ConsumeOptions,
+  DeliveryListener,
+  OutgoingMessage,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from '../../transport/types.js';
+import { encodeHeaders } from './codec.js';
+import { openClient, readServerSettings, serverWarnings, type ServerSettings } from './connection.js';
+import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
+import { GROUP, RedisKeys } from './keys.js';
+import { leaseOption, resolveRedisOptions, type RedisTransportOptions, type ResolvedRedisOptions } from './options.js';
+import { FORGET_CONSUMER } from './scripts/forget-consumer.js';
+import { ScriptRunner } from './scripts/runner.js';
+import { SEND } from './scripts/send.js';
+import { classifyRedisSendError } from './send-errors.js';
+import { Settler } from './settler.js';
+import { RedisSubscription } from './subscription.js';
+
+/** The most messages of one `sendBatch` written by one script call. */
+export const SEND_BATCH_CHUNK = 500;
+
+/**
+ * The Redis transport: each queue is a stream read by a consumer group, its
+ * delayed retries a sorted set on the server, its error queue another stream.
+ *
+ * - A delivery is an entry in the group's pending entries list; its lease is
+ *   the entry's idle time there, and a consumer takes over entries idle longer
+ *   than `leaseMs`, which counts a delivery.
+ * - Every settlement is one Lua script that writes the copy (retry or error
+ *   entry) before it acks and deletes the original, and applies only while
+ *   this consumer still holds the entry: never a second copy, never none.
+ * - Delays are held by the server, by its clock; each consumer keeps one
+ *   wake-up for the earliest due retry of its queue.
+ *
+ * Durability is the server's: see docs/redis.md.
+ */
+export class RedisTransport implements Transport {
+  readonly name = 'redis';
+  readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  /** The key names of this transport's prefix. */
+  readonly keys: RedisKeys;
+  /** The client commands go on: the one passed in, or the transport's own. */
+  readonly client: Redis;
+  /** Runs the transport's scripts on {@link client}. */
+  readonly scripts: ScriptRunner;
+  readonly #options: ResolvedRedisOptions;
+  readonly #ownsClient: boolean;
+  readonly #consumers = new Map<string, Set<RedisSubscription>>();
+  readonly #settlers = new Map<string, Settler>();
+  #serverChecked: Promise<ServerSettings | undefined> | undefined;
+  #closed = false;
+
+  /** Checks the options and starts connecting; throws if an option is invalid. */
+  constructor(options: RedisTransportOptions = {}) {
+    this.#options = resolveRedisOptions(options);
+    this.keys = new RedisKeys(this.#options.keyPrefix);
+    this.#ownsClient = this.#options.client === undefined;
+    this.client = this.#ownsClient ? openClient(this.#options, false) : this.#options.client!;
+    this.scripts = new ScriptRunner(this.client);
+  }
+
+  /** The longest a send takes before it rejects, on the transport's own client (its `commandTimeoutMs`). */
+  get sendTimeoutMs(): number | undefined {
+    return this.#ownsClient ? this.#options.commandTimeoutMs : undefined;
+  }
+
+  /**
+   * The server's persistence and eviction settings, read once (undefined
+   * when the server refuses `CONFIG`). With `checkServer`, the first send or
+   * consume reads them and logs a warning for each setting that can lose
+   * messages.
+   */
+  serverSettings(): Promise<ServerSettings | undefined> {
+    this.#serverChecked ??= readServerSettings(this.client).then((settings) => {
+      const logger = this.#options.logger;
+      if (settings === undefined) logger?.info({}, 'redis: could not read the server settings (CONFIG refused); see docs/redis.md for the persistence it needs');
+      else for (const warning of serverWarnings(settings)) logger?.warn({ settings }, `redis: ${warning}`);
+      return settings;
+    });
+    return this.#serverChecked;
+  }
+
+  send(queue: string, message: OutgoingMessage): Promise<void> {
+    return this.sendBatch(queue, [message]);
+  }
+
+  /**
+   * Puts several messages on `queue`, in order. Up to {@link SEND_BATCH_CHUNK}
+   * messages are one script call, written all or none; a longer batch is
+   * written chunk by chunk, and when a chunk fails the chunks before it stay
+   * sent and the rest are not sent.
+   */
+  async sendBatch(queue: string, messages: readonly OutgoingMessage[]): Promise<void> {
+    checkQueue(queue, 'send');
+    if (this.#closed) throw new TransportClosedError('send');
+    if (!Array.isArray(messages)) throw new TypeError('sendBatch: messages must be an array');
+    const encoded = messages.map((m) => this.#encode(m));
+    this.#checkServerOnce();
+    const k = this.keys.of(queue);
+    const bound = this.#options.maxLength ?? 0;
+    for (let i = 0; i < encoded.length; i += SEND_BATCH_CHUNK) {
+      const chunk = encoded.slice(i, i + SEND_BATCH_CHUNK).flat();
+      const [written, held] = (await this.scripts.run(SEND, [k.stream, k.delayed, this.keys.queues], [queue, bound, ...chunk])) as [number, number];
+      if (written !== 1) throw new QueueFullError(queue, held, bound);
+    }
+  }
+
+  async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
+    checkQueue(queue, 'consume');
+    if (this.#closed) throw new TransportClosedError('consume');
+    if (typeof listener !== 'function') throw new TypeError('consume: listener must be a function');
+    const prefetch = options?.prefetch;
+    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
+      throw new RangeError(`consume: prefetch must be a positive integer, got ${String(prefetch)}`);
+    }
+    this.#checkServerOnce();
+    const o = this.#options;
+    const sub = new RedisSubscription({
+      queue,
+      listener,
+      prefetch,
+      leaseMs: leaseOption('consume leaseMs', options.leaseMs, o.leaseMs),
+      batchSize: o.batchSize,
+      pollIntervalMs: o.pollIntervalMs,
+      consumer: o.consumerName,
+      keys: this.keys.of(queue),
+      queuesKey: this.keys.queues,
+      client: this.client,
+      scripts: this.scripts,
+      blocking: openClient(o, true),
+      settler: this.#settlerOf(queue),
+      reconnect: o.reconnect,
+      clock: o.clock,
+      random: o.random,
+      logger: o.logger,
+      onClosed: (s) => this.#consumers.get(queue)?.delete(s),
+    });
+    let subs = this.#consumers.get(queue);
+    if (subs === undefined) this.#consumers.set(queue, (subs = new Set()));
+    subs.add(sub);
+    return sub;
+  }
+
+  /**
+   * Closes every subscription, waits for the settlements asked for so far,
+   * leaves the groups of the queues it consumed where it holds nothing, and
+   * closes the transport's own connections (never a client passed in).
+   * Deliveries still unsettled come back to other consumers after their lease.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
+    await Promise.all(subs.map((sub) => sub.close()));
+    await Promise.all([...this.#settlers.values()].map((settler) => settler.idle()));
+    await Promise.all(
+      [...this.#settlers.keys()].map((queue) =>
+        this.scripts.run(FORGET_CONSUMER, [this.keys.stream(queue)], [GROUP, this.#options.consumerName]).catch(() => undefined),
+      ),
+    );
+    if (this.#ownsClient) await this.client.quit().catch(() => this.client.disconnect());
+  }
+
+  /** See {@link classifyRedisSendError}. */
+  classifySendError(error: unknown): SendErrorKind {
+    if (error instanceof TransportClosedError) return 'fatal';
+    return classifyRedisSendError(error);
+  }
+
+  #settlerOf(queue: string): Settler {
+    let settler = this.#settlers.get(queue);
+    if (settler === undefined) {
+      settler = new Settler(this.scripts, this.keys, queue, this.#options.consumerName);
+      this.#settlers.set(queue, settler);
+    }
+    return settler;
+  }
+
+  #checkServerOnce(): void {
+    if (this.#serverChecked === undefined && this.#options.checkServer) void this.serverSettings();
+  }
+
+  #encode(message: OutgoingMessage): [string, string, Buffer] {
+    if (typeof message !== 'object' || message === null) throw new TypeError('send: message must be an object');
+    const { id, body, headers } = message;
+    if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
+    if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
+    if (body.byteLength > this.#options.maxMessageBytes) throw new MessageTooLargeError(body.byteLength, this.#options.maxMessageBytes);
+    if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
+    for (const [name, value] of Object.entries(headers)) {
+      if (typeof value !== 'string') throw new TypeError(`send: header ${name} must be a string, got ${typeof value}`);
+    }
+    return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
+  }
+}
+
+function checkQueue(queue: unknown, what: string): asserts queue is string {
+  if (typeof queue !== 'string' || queue.length === 0) throw new TypeError(`${what}: queue must be a non-empty string`);
+}

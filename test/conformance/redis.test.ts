@@ -1,0 +1,24 @@
+/** The transport conformance suite against a real Redis, each test under a key prefix of its own. */
+import { randomUUID } from 'node:crypto';
+import { afterAll } from 'vitest';
+import { Redis } from 'ioredis';
+import { RedisTransport } from '../../src/transports/redis/index.js';
+import { REDIS_URL, redisSkipReason } from '../support/brokers.js';
+import { describeTransportConformance } from './suite.js';
+
+const skip = await redisSkipReason();
+const prefix = `conf-${randomUUID().slice(0, 8)}`;
+
+afterAll(async () => {
+  if (skip) return;
+  const client = new Redis(REDIS_URL);
+  const keys = await client.keys(`{${prefix}}:*`);
+  if (keys.length > 0) await client.del(...keys);
+  client.disconnect();
+});
+
+describeTransportConformance({
+  name: 'redis',
+  create: async () => new RedisTransport({ url: REDIS_URL, keyPrefix: prefix, connectionName: 'redeliver-conformance', checkServer: false }),
+  skip,
+});
