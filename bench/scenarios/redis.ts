@@ -15,7 +15,9 @@
  *    in the order A B, then B A, so neither always runs on a warmer machine;
  *    each side reports its median round.
  * 3. delays: M messages (default 2,000) each come back once after a delay
- *    uniform in [100 ms, 20 s) (seeded). BullMQ: jobs added with `delay`;
+ *    uniform in [100 ms, 20 s) (seeded). redeliver: the handler throws a
+ *    `RetryLaterError(delay)` on the first attempt; lateness = the second
+ *    attempt's start - (the throw + delay). BullMQ: jobs added with `delay`;
  *    lateness = the handler's start - (the job's timestamp + delay).
  *    Negative lateness is an early delivery.
  */
@@ -24,6 +26,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { bullmqDelayLateness, bullmqThroughput, type BullmqSetup } from '../redis/bullmq.js';
 import { assertNoKeys } from '../redis/cleanup.js';
+import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../redis/redeliver.js';
 import { failingFirst, payloadString, uniformDelays, type LatenessSummary, type Throughput } from '../redis/workload.js';
 import { medianOf, printJson, printTable, positiveArg, roundTo } from '../report.js';
 
@@ -58,7 +61,13 @@ export async function run(args: string[]): Promise<void> {
   const payload = payloadString(seed);
   const timeoutMs = 120_000;
   const bullmqSetup: BullmqSetup = { url, prefix: `bench-bull-${run}`, concurrency, payload, timeoutMs };
+  const redeliverSetup: RedeliverSetup = { url, keyPrefix: `bench-rdl-${run}`, concurrency, payload, timeoutMs };
   const sides: Side[] = [
+    {
+      name: 'redeliver',
+      throughput: (label, count, failing) => redeliverThroughput(redeliverSetup, label, count, failing),
+      delays: (delays) => redeliverDelayLateness(redeliverSetup, delays),
+    },
     {
       name: 'bullmq',
       throughput: (label, count, failing) => bullmqThroughput(bullmqSetup, label, count, failing),
@@ -108,22 +117,34 @@ export async function run(args: string[]): Promise<void> {
     );
     console.log(`\nload average (1 min) during the run: ${load.map((l) => roundTo(l, 2)).join(' -> ')} on ${cpus().length} CPUs`);
 
+    const ours = lateness.get('redeliver')!;
     const bull = lateness.get('bullmq')!;
+    const redeliverPerSec = median('redeliver', 'success')!;
+    const bullmqPerSec = median('bullmq', 'success')!;
     printJson({
+      redeliverPerSec,
+      bullmqPerSec,
+      ratio: roundTo(redeliverPerSec / bullmqPerSec, 3),
+      failing10PerSec: median('redeliver', 'failing10'),
+      bullmqFailing10PerSec: median('bullmq', 'failing10'),
+      delayP50LatenessMs: ours.p50,
+      delayP99LatenessMs: ours.p99,
+      delayEarlyCount: ours.early,
+      bullmqDelayP99LatenessMs: bull.p99,
       scenario: 'redis',
       messages: n,
       concurrency,
       delayed: m,
       rounds,
-      bullmqPerSec: median('bullmq', 'success'),
-      bullmqFailing10PerSec: median('bullmq', 'failing10'),
+      failing10Ratio: roundTo(median('redeliver', 'failing10')! / median('bullmq', 'failing10')!, 3),
+      delayMaxLatenessMs: ours.max,
       bullmqDelayP50LatenessMs: bull.p50,
-      bullmqDelayP99LatenessMs: bull.p99,
       bullmqDelayMaxLatenessMs: bull.max,
       bullmqDelayEarlyCount: bull.early,
       loadAverage: load.map((l) => roundTo(l, 2)),
     });
   } finally {
+    await assertNoKeys(url, `{${redeliverSetup.keyPrefix}}:*`);
     await assertNoKeys(url, `${bullmqSetup.prefix}:*`);
   }
 }
