@@ -5,7 +5,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { deleteKeys } from './cleanup.js';
-import { countdown, messageName, summariseLateness, within, type LatenessSummary, type Throughput } from './workload.js';
+import { countdown, messageName, paced, summariseLateness, within, type LatenessSummary, type Throughput } from './workload.js';
 
 /** Jobs per `addBulk` call. */
 const ADD_CHUNK = 1_000;
@@ -101,11 +101,11 @@ export function bullmqThroughput(setup: BullmqSetup, label: Throughput['case'], 
 }
 
 /**
- * One delayed job per delay, added in bulk while a worker waits; lateness =
- * the handler's start minus (the job's timestamp, set by BullMQ when it is
- * added, + its delay).
+ * One delayed job per delay, added at `rate` per second while a worker
+ * waits; lateness = the handler's start - (the job's timestamp, set by
+ * BullMQ when it is added, + its delay).
  */
-export function bullmqDelayLateness(setup: BullmqSetup, delays: readonly number[]): Promise<LatenessSummary> {
+export function bullmqDelayLateness(setup: BullmqSetup, delays: readonly number[], rate: number): Promise<LatenessSummary> {
   return withQueue(setup, `delayed-${Date.now()}`, async (queue) => {
     const lateness: number[] = [];
     const handled = countdown(delays.length);
@@ -120,13 +120,9 @@ export function bullmqDelayLateness(setup: BullmqSetup, delays: readonly number[
     );
     try {
       await worker.waitUntilReady();
-      for (let i = 0; i < delays.length; i += ADD_CHUNK) {
-        const jobs = [];
-        for (let j = i; j < Math.min(delays.length, i + ADD_CHUNK); j++) {
-          jobs.push({ name: messageName('d', j), data: { i: j, payload: setup.payload }, opts: { delay: delays[j]!, removeOnComplete: true, removeOnFail: true } });
-        }
-        await queue.addBulk(jobs);
-      }
+      await paced(delays.length, rate, async (i) => {
+        await queue.add(messageName('d', i), { i, payload: setup.payload }, { delay: delays[i]!, removeOnComplete: true, removeOnFail: true });
+      });
       await within(handled.done, setup.timeoutMs + Math.max(...delays), 'bullmq delays');
       return summariseLateness(lateness);
     } finally {

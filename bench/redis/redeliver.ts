@@ -7,7 +7,7 @@ import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { RetryLaterError } from '../../src/policy/errors.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { deleteKeys } from './cleanup.js';
-import { countdown, messageIndex, messageName, summariseLateness, within, type LatenessSummary, type Throughput } from './workload.js';
+import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary, type Throughput } from './workload.js';
 
 /** Sends in flight at once while the queue is loaded. */
 const SEND_CHUNK = 1_000;
@@ -92,18 +92,18 @@ export function redeliverThroughput(setup: RedeliverSetup, label: Throughput['ca
 }
 
 /**
- * One message per delay, sent first; the handler throws a
- * `RetryLaterError(delay)` on the first attempt, so the default policy
- * schedules a delayed retry of exactly that delay. Lateness = the second
- * attempt's start - (the first attempt's throw + delay). The reference is
- * taken before the endpoint writes the retry (as BullMQ's job timestamp is
- * taken before the job is added), so lateness includes that write, and a
- * copy counted early was certainly handed out before it was due.
+ * One message per delay, sent at `rate` per second while the endpoint
+ * runs; the handler throws a `RetryLaterError(delay)` on the first attempt,
+ * so the default policy schedules a delayed retry of exactly that delay.
+ * Lateness = the second attempt's start - (the first attempt's throw +
+ * delay). The reference is taken before the endpoint writes the retry (as
+ * BullMQ's job timestamp is taken before the job is added), so lateness
+ * includes that write, and a copy counted early was certainly handed out
+ * before it was due.
  */
-export function redeliverDelayLateness(setup: RedeliverSetup, delays: readonly number[]): Promise<LatenessSummary> {
+export function redeliverDelayLateness(setup: RedeliverSetup, delays: readonly number[], rate: number): Promise<LatenessSummary> {
   return withTransport(setup, async (transport) => {
     const queue = `delayed-${Date.now()}`;
-    await load(transport, queue, 'd', delays.length, setup.payload);
     const scheduledAt = new Array<number>(delays.length);
     const lateness: number[] = [];
     const handled = countdown(delays.length);
@@ -125,6 +125,9 @@ export function redeliverDelayLateness(setup: RedeliverSetup, delays: readonly n
     });
     await endpoint.start();
     try {
+      await paced(delays.length, rate, (i) =>
+        transport.send(queue, { id: messageName('d', i), body: Buffer.from(JSON.stringify({ i, payload: setup.payload })), headers: {} }),
+      );
       await within(handled.done, setup.timeoutMs + Math.max(...delays), 'redeliver delays');
       return summariseLateness(lateness);
     } finally {

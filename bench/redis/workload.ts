@@ -98,3 +98,17 @@ export async function within<T>(promise: Promise<T>, ms: number, what: string): 
     clearTimeout(timer);
   }
 }
+
+/**
+ * Calls `send(i)` for i = 0..n-1 at `rate` per second on a steady schedule,
+ * so the consumer keeps up and a returning retry never waits behind first
+ * deliveries that are still queued.
+ */
+export async function paced(n: number, rate: number, send: (i: number) => Promise<void>): Promise<void> {
+  const started = performance.now();
+  for (let i = 0; i < n; i++) {
+    const wait = started + (i / rate) * 1000 - performance.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    await send(i);
+  }
+}

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- redis [--messages N] [--concurrency C] [--delayed M] [--rounds R] [--seed S] [--url URL]`
+ * `npm run bench -- redis [--messages N] [--concurrency C] [--delayed M] [--rate P] [--rounds R] [--seed S] [--url URL]`
  *
  * redeliver on Redis against BullMQ on the same Redis, in the same run. Each
  * side writes only under a key prefix of its own and deletes every key it
@@ -15,7 +15,9 @@
  *    in the order A B, then B A, so neither always runs on a warmer machine;
  *    each side reports its median round.
  * 3. delays: M messages (default 2,000) each come back once after a delay
- *    uniform in [100 ms, 20 s) (seeded). redeliver: the handler throws a
+ *    uniform in [100 ms, 20 s) (seeded), sent at P per second (default
+ *    500) on both sides, so a returning retry never waits behind first
+ *    deliveries still queued. redeliver: the handler throws a
  *    `RetryLaterError(delay)` on the first attempt; lateness = the second
  *    attempt's start - (the throw + delay). BullMQ: jobs added with `delay`;
  *    lateness = the handler's start - (the job's timestamp + delay).
@@ -34,7 +36,7 @@ import { medianOf, printJson, printTable, positiveArg, roundTo } from '../report
 interface Side {
   readonly name: Throughput['side'];
   throughput(label: Throughput['case'], n: number, failing: readonly boolean[]): Promise<Throughput>;
-  delays(delays: readonly number[]): Promise<LatenessSummary>;
+  delays(delays: readonly number[], rate: number): Promise<LatenessSummary>;
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -45,6 +47,7 @@ export async function run(args: string[]): Promise<void> {
       concurrency: { type: 'string', default: '50' },
       delayed: { type: 'string', default: '2000' },
       rounds: { type: 'string', default: '2' },
+      rate: { type: 'string', default: '500' },
       seed: { type: 'string', default: '42' },
       url: { type: 'string', default: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379' },
     },
@@ -53,6 +56,7 @@ export async function run(args: string[]): Promise<void> {
   const concurrency = positiveArg('concurrency', values.concurrency);
   const m = positiveArg('delayed', values.delayed);
   const rounds = positiveArg('rounds', values.rounds);
+  const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
   const url = values.url;
   const load = [loadavg()[0]!];
@@ -66,12 +70,12 @@ export async function run(args: string[]): Promise<void> {
     {
       name: 'redeliver',
       throughput: (label, count, failing) => redeliverThroughput(redeliverSetup, label, count, failing),
-      delays: (delays) => redeliverDelayLateness(redeliverSetup, delays),
+      delays: (delays, perSec) => redeliverDelayLateness(redeliverSetup, delays, perSec),
     },
     {
       name: 'bullmq',
       throughput: (label, count, failing) => bullmqThroughput(bullmqSetup, label, count, failing),
-      delays: (delays) => bullmqDelayLateness(bullmqSetup, delays),
+      delays: (delays, perSec) => bullmqDelayLateness(bullmqSetup, delays, perSec),
     },
   ];
   const none = new Array<boolean>(n).fill(false);
@@ -88,7 +92,7 @@ export async function run(args: string[]): Promise<void> {
     const delays = uniformDelays(m, seed);
     const lateness = new Map<Throughput['side'], LatenessSummary>();
     for (const side of sides) {
-      lateness.set(side.name, await side.delays(delays));
+      lateness.set(side.name, await side.delays(delays, rate));
       load.push(loadavg()[0]!);
     }
 
@@ -109,7 +113,7 @@ export async function run(args: string[]): Promise<void> {
       ),
     );
     printTable(
-      `delayed: ${m} messages, delays uniform in [100 ms, 20 s); lateness = handled - (scheduled + delay), ms`,
+      `delayed: ${m} messages sent at ${rate}/s, delays uniform in [100 ms, 20 s); lateness = handled - (scheduled + delay), ms`,
       sides.map((side) => {
         const l = lateness.get(side.name)!;
         return { side: side.name, p50: l.p50, p99: l.p99, max: l.max, early: l.early, handled: l.count };
@@ -135,6 +139,7 @@ export async function run(args: string[]): Promise<void> {
       messages: n,
       concurrency,
       delayed: m,
+      delayRatePerSec: rate,
       rounds,
       failing10Ratio: roundTo(median('redeliver', 'failing10')! / median('bullmq', 'failing10')!, 3),
       delayMaxLatenessMs: ours.max,
