@@ -54,7 +54,8 @@ export interface RedisTransportOptions {
    */
   readonly commandTimeoutMs?: number;
   /**
-   * The most messages one queue may hold, ready and delayed together: a send
+   * The most messages one queue may hold, ready, being handled and delayed
+   * together: a send
    * to a queue that holds this many rejects with a `ThrottledError`, so a
    * `Producer` backs off until consumers catch up instead of filling the
    * server's memory. Retries and dead-letters are never refused. Default
