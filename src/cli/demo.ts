@@ -6,6 +6,7 @@ import { UnrecoverableError } from '../policy/errors.js';
 import { Producer } from '../producer/producer.js';
 import { seededRandom } from '../time/random.js';
 import { SqliteTransport } from '../transports/sqlite/index.js';
+import type { RedisTransport } from '../transports/redis/index.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
 import { UsageError } from './open-transport.js';
 
@@ -21,9 +22,16 @@ export interface DemoOptions {
    * `-shm` files) when it exists. A file named here must not exist yet.
    */
   file?: string | undefined;
+  /** Where the demo's queues live: `sqlite` (a file) or `redis` (a server). Default `sqlite`. */
+  transport?: 'sqlite' | 'redis' | undefined;
+  /** The Redis server, with `transport: 'redis'`. Default `redis://127.0.0.1:6379`. */
+  url?: string | undefined;
   /** Where progress goes. */
   out: NodeJS.WriteStream;
 }
+
+/** The key prefix of the demo's queues on Redis: an earlier run's keys under it are replaced, no others are touched. */
+export const DEMO_REDIS_PREFIX = 'redeliver-demo';
 
 class ValidationError extends UnrecoverableError {
   override readonly name = 'ValidationError';
@@ -45,10 +53,8 @@ export const DEMO_FILE = 'redeliver-demo.db';
  */
 export async function runDemo(options: DemoOptions): Promise<number> {
   const { out } = options;
-  const file = options.file ?? DEMO_FILE;
-  const replaced = options.file === undefined ? removeDemoFile(file) : refuseExisting(file);
+  const { transport, where, replaced, target, note } = await openDemoTransport(options);
   const random = seededRandom(7);
-  const transport = new SqliteTransport({ path: file });
   const producer = new Producer<Order>({ transport });
 
   const started = Date.now();
@@ -78,7 +84,8 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     },
   });
 
-  out.write(`redeliver demo: ${options.messages} orders through an endpoint on ${file}${replaced ? ` (replaced the ${file} of an earlier run)` : ''}\n`);
+  out.write(`redeliver demo: ${options.messages} orders through an endpoint on ${where}${replaced ? ` (replaced the ${where} of an earlier run)` : ''}\n`);
+  if (note !== undefined) out.write(`${note}\n`);
   out.write(`the payment service is down from ${outage.from / 1000} s to ${outage.to / 1000} s; ${poison.size + buggy.size} orders are poison\n`);
   out.write(`delayed retries are scaled by ${options.delayScale}: ${[1, 2, 3].map((n) => `${(n * 10 * options.delayScale).toFixed(1)} s`).join(', ')} instead of 10, 20, 30 s\n\n`);
 
@@ -117,18 +124,82 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     out.write(`  ${e.messageId.padEnd(14)} ${(h[HEADER.failureReason] ?? '').padEnd(18)} after ${h[HEADER.failureAttempts]} attempt(s): ${h[HEADER.failureErrorName]}: ${h[HEADER.failureMessage]}\n`);
   }
   await transport.close();
-  out.write(`\nthe demo's messages stay in ${file}; next:\n`);
-  for (const line of nextCommands(file, poisonEntry(entries))) out.write(`  ${line}\n`);
+  out.write(`\nthe demo's messages stay in ${where}; next:\n`);
+  for (const line of nextCommands(target, poisonEntry(entries))) out.write(`  ${line}\n`);
   return s.handled + s.deadLettered === total ? 0 : 1;
 }
 
-/** The commands to try on the demo's file; `errors show` with the key of `entry` when there is one. */
-export function nextCommands(file: string, entry: ErrorEntry | undefined): string[] {
-  const target = shellWord(file);
+interface DemoTransport {
+  readonly transport: SqliteTransport | RedisTransport;
+  /** What the demo runs on, for its first line. */
+  readonly where: string;
+  readonly replaced: boolean;
+  /** How the CLI reaches the demo's queues: a file, or a URL with the demo's key prefix in the environment. */
+  readonly target: DemoTarget;
+  /** A line about the server's durability, when it is worth saying. */
+  readonly note?: string;
+}
+
+/** How the CLI reaches the demo's queues. */
+export interface DemoTarget {
+  /** A file path or a URL. */
+  readonly target: string;
+  /** Environment settings the commands need, as `NAME=value`. */
+  readonly env?: string;
+}
+
+async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
+  if ((options.transport ?? 'sqlite') === 'sqlite') {
+    const file = options.file ?? DEMO_FILE;
+    const replaced = options.file === undefined ? removeDemoFile(file) : refuseExisting(file);
+    return { transport: new SqliteTransport({ path: file }), where: file, replaced, target: { target: file } };
+  }
+  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite or redis, got ${String(options.transport)}`);
+  if (options.file !== undefined) throw new UsageError('--file is for the SQLite demo; the Redis demo keeps its queues under the key prefix redeliver-demo');
+  let module: typeof import('../transports/redis/index.js');
+  try {
+    module = await import('../transports/redis/index.js');
+  } catch (error) {
+    throw new UsageError(`the Redis demo needs the ioredis package: npm install ioredis (${(error as Error).message})`);
+  }
+  const url = options.url ?? module.REDIS_DEFAULTS.url;
+  const transport = new module.RedisTransport({ url, keyPrefix: DEMO_REDIS_PREFIX, connectionName: 'redeliver-demo', checkServer: false, reconnect: () => undefined });
+  const replaced = await removeDemoKeys(transport).catch(async (error: unknown) => {
+    await transport.close().catch(() => undefined);
+    throw new UsageError(`cannot reach Redis at ${url.replace(/\/\/[^@]*@/, '//')}: ${(error as Error).message}`);
+  });
+  const settings = await transport.serverSettings();
+  const warnings = settings === undefined ? [] : module.serverWarnings(settings);
+  return {
+    transport,
+    where: `Redis at ${url.replace(/\/\/[^@]*@/, '//')}, key prefix ${DEMO_REDIS_PREFIX}`,
+    replaced,
+    target: { target: url, env: `REDELIVER_REDIS_PREFIX=${DEMO_REDIS_PREFIX}` },
+    ...(warnings.length > 0 ? { note: `note: ${warnings.join('; ')}` } : {}),
+  };
+}
+
+/** Deletes the keys of an earlier Redis demo, and only those; resolves whether there were any. */
+async function removeDemoKeys(transport: RedisTransport): Promise<boolean> {
+  const pattern = `{${DEMO_REDIS_PREFIX}}:*`;
+  let cursor = '0';
+  let removed = 0;
+  do {
+    const [next, keys] = await transport.client.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    cursor = next;
+    if (keys.length > 0) removed += await transport.client.del(...keys);
+  } while (cursor !== '0');
+  return removed > 0;
+}
+
+/** The commands to try on the demo's queues; `errors show` with the key of `entry` when there is one. */
+export function nextCommands(demo: DemoTarget, entry: ErrorEntry | undefined): string[] {
+  const target = shellWord(demo.target);
+  const env = demo.env === undefined ? '' : `${demo.env} `;
   return [
-    `npx redeliver errors list ${target}`,
-    `npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}`,
-    `npx redeliver dashboard ${target}`,
+    `${env}npx redeliver errors list ${target}`,
+    `${env}npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}`,
+    `${env}npx redeliver dashboard ${target}`,
   ];
 }
 

@@ -65,6 +65,7 @@ function latest(a: string, b: string): string {
 const KEY_FORMATS: Readonly<Record<string, { pattern: RegExp; description: string }>> = {
   sqlite: { pattern: /^\d{1,15}$/, description: 'whole numbers' },
   memory: { pattern: /^\d{1,15}$/, description: 'whole numbers' },
+  redis: { pattern: /^\d{1,20}-\d{1,20}$/, description: 'stream entry ids such as 1700000000000-0' },
 };
 
 /** What any transport's key looks like: printable, at most 1024 characters. */

@@ -1,11 +1,11 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Transport } from '../transport/types.js';
 import { redactCredentials } from '../util/redact.js';
-import { openTransport, resolveTarget, TARGET_ENV } from './open-transport.js';
+import { openTransport, REDIS_PREFIX_ENV, resolveTarget, TARGET_ENV } from './open-transport.js';
 import { ioOf, type CliIo, type OutputStream } from './program.js';
 
 /** Help text of every `<target>` argument. */
-export const TARGET_HELP = `the SQLite file an endpoint uses, or an amqp:// URL; - for $${TARGET_ENV}`;
+export const TARGET_HELP = `the SQLite file an endpoint uses, an amqp:// URL or a redis:// URL (key prefix from $${REDIS_PREFIX_ENV}); - for $${TARGET_ENV}`;
 
 /** Help text of a `[target]` argument, which may be left out. */
 export const OPTIONAL_TARGET_HELP = `${TARGET_HELP} (the default)`;
@@ -17,7 +17,8 @@ export const OPTIONAL_TARGET_HELP = `${TARGET_HELP} (the default)`;
  */
 export async function withTransport<T>(command: Command, target: string | undefined, fn: (transport: Transport, io: CliIo) => Promise<T>): Promise<T> {
   const io = ioOf(command);
-  const transport = await (io.openTransport ?? openTransport)(resolveTarget(target, io.env ?? process.env));
+  const env = io.env ?? process.env;
+  const transport = await (io.openTransport ?? ((t: string) => openTransport(t, env)))(resolveTarget(target, env));
   let result: T;
   try {
     result = await fn(transport, io);

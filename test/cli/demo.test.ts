@@ -10,7 +10,10 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { redisSkipReason } from '../support/brokers.js';
 import { cli, sqlite, tempFolder } from './support.js';
+
+const redisSkip = await redisSkipReason();
 
 const folder = tempFolder();
 afterAll(() => folder.cleanup());
@@ -81,5 +84,36 @@ describe('redeliver demo', () => {
     expect(again.status).toBe(2);
     expect(again.stderr).toContain(`${file} already exists; the demo writes a new file`);
     expect(again.stdout).toBe('');
+  });
+
+  it.skipIf(Boolean(redisSkip))('runs on Redis with --transport redis, under its own key prefix, and names the commands that reach it', async () => {
+    const cwd = folder.path('redis');
+    mkdirSync(cwd);
+    const run = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on Redis at redis:\/\/127\.0\.0\.1:6379, key prefix redeliver-demo/);
+    expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
+    const [list, show] = nextLines(run.stdout);
+    expect(list).toBe('REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors list redis://127.0.0.1:6379');
+    const key = /^REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors show redis:\/\/127\.0\.0\.1:6379 (\d+-\d+)$/.exec(show!)?.[1];
+    expect(key).toBeDefined();
+    const shown = await cli(['errors', 'show', 'redis://127.0.0.1:6379', key!], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+
+    const again = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
+    expect(again.status).toBe(0);
+    expect(again.stdout).toContain('(replaced the Redis at redis://127.0.0.1:6379, key prefix redeliver-demo of an earlier run)');
+    const listed = await cli(['errors', 'list', 'redis://127.0.0.1:6379', '--json'], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain('"errorName": "DeserializationError"');
+    expect(listed.stdout).toContain('"errorName": "ValidationError"');
+  });
+
+  it('refuses an unknown --transport', async () => {
+    const run = await demo(folder.path(''), ['--messages', '10', '--transport', 'kafka']);
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/--transport.*kafka.*invalid.*sqlite, redis/s);
   });
 });

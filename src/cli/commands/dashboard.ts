@@ -29,7 +29,7 @@ export interface DashboardCommandOptions {
   outcomeQueue?: string;
 }
 
-/** `redeliver dashboard [sqlite-file|amqp-url]`: serves the operations dashboard until interrupted. */
+/** `redeliver dashboard [sqlite-file|amqp-url|redis-url]`: serves the operations dashboard until interrupted. */
 export function registerDashboard(program: Command): void {
   program
     .command('dashboard')
@@ -83,7 +83,7 @@ export async function serveDashboard(
   }
   if (opts.ingest && opts.store === undefined) throw new UsageError('--ingest needs --store <file> to ingest into');
   if (opts.outcomeQueue !== undefined && !opts.ingest) throw new UsageError('--outcome-queue needs --ingest');
-  const transport = await (io.openTransport ?? openTransport)(resolveTarget(target, io.env));
+  const transport = await (io.openTransport ?? ((t: string) => openTransport(t, io.env)))(resolveTarget(target, io.env));
   try {
     let dashboard;
     try {

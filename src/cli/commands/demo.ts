@@ -1,14 +1,16 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { DEMO_FILE, runDemo } from '../demo.js';
 
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description('send a few thousand messages through an endpoint on a SQLite file, with an outage and some poison messages')
+    .description('send a few thousand messages through an endpoint on a SQLite file (or Redis), with an outage and some poison messages')
     .option('-n, --messages <count>', 'messages to send', wholeNumber, 3000)
     .option('--delay-scale <factor>', 'scale of the delayed-retry delays (10, 20, 30 s)', positive, 0.05)
     .option('--file <path>', `SQLite file to create and keep; must not exist yet (default: ${DEMO_FILE} in the current folder, replaced if it exists)`)
-    .action(async (opts: { messages: number; delayScale: number; file?: string }) => {
+    .addOption(new Option('--transport <name>', 'where the queues live: sqlite, or redis (keys under the prefix redeliver-demo, replaced on each run)').choices(['sqlite', 'redis']).default('sqlite'))
+    .option('--url <url>', 'the Redis server, with --transport redis (default: redis://127.0.0.1:6379)')
+    .action(async (opts: { messages: number; delayScale: number; file?: string; transport: 'sqlite' | 'redis'; url?: string }) => {
       process.exitCode = await runDemo({ ...opts, out: process.stdout });
     });
 }

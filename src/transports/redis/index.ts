@@ -6,6 +6,7 @@ export { RedisTransport, SEND_BATCH_CHUNK } from './transport.js';
 export { REDIS_DEFAULTS, type RedisTransportOptions } from './options.js';
 export { RedisKeys, GROUP, type QueueKeys, type RedisQueueKind } from './keys.js';
 export { RedisDelivery } from './delivery.js';
+export { RedisOperations, PURGE_CHUNK_SIZE } from './operations.js';
 export { MalformedEntryError } from './codec.js';
 export { serverWarnings, type ServerSettings } from './connection.js';
 export { classifyRedisSendError } from './send-errors.js';

@@ -12,6 +12,7 @@ import { encodeHeaders } from './codec.js';
 import { openClient, readServerSettings, serverWarnings, type ServerSettings } from './connection.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
 import { GROUP, RedisKeys } from './keys.js';
+import { RedisOperations } from './operations.js';
 import { leaseOption, resolveRedisOptions, type RedisTransportOptions, type ResolvedRedisOptions } from './options.js';
 import { FORGET_CONSUMER } from './scripts/forget-consumer.js';
 import { ScriptRunner } from './scripts/runner.js';
@@ -51,6 +52,7 @@ export class RedisTransport implements Transport {
   readonly #ownsClient: boolean;
   readonly #consumers = new Map<string, Set<RedisSubscription>>();
   readonly #settlers = new Map<string, Settler>();
+  readonly #operations: RedisOperations;
   #serverChecked: Promise<ServerSettings | undefined> | undefined;
   #closed = false;
 
@@ -61,6 +63,17 @@ export class RedisTransport implements Transport {
     this.#ownsClient = this.#options.client === undefined;
     this.client = this.#ownsClient ? openClient(this.#options, false) : this.#options.client!;
     this.scripts = new ScriptRunner(this.client);
+    this.#operations = new RedisOperations(this.client, this.keys, this.scripts, this.#options.clock);
+  }
+
+  /** Browse, replay and delete error-queue entries (see ./operations.ts). */
+  get errorQueue(): RedisOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths: ready, delayed and in flight. */
+  get inspection(): RedisOperations {
+    return this.#operations;
   }
 
   /** The longest a send takes before it rejects, on the transport's own client (its `commandTimeoutMs`). */
