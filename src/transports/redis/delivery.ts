@@ -12,8 +12,6 @@ export interface DeliveryOwner {
   extend(entryId: string, count: number, ms: number): Promise<boolean>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
-  /** A retry due in `delayMs` was written: wake up for it if that is sooner than planned. */
-  retryScheduled(delayMs: number): void;
 }
 
 const HELD = 0;
@@ -111,7 +109,6 @@ export class RedisDelivery implements Delivery {
         this.#release();
         if (result === 1) {
           this.#state = SETTLED;
-          if (op.kind === 'r') this.#owner.retryScheduled(op.delayMs);
           return;
         }
         if (result === 0) {

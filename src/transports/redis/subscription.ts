@@ -54,9 +54,13 @@ const UNBLOCK_TRIES = 50;
  * Delayed retries wait in the server's sorted set. The consumer keeps one
  * wake-up, for the earliest due time the server reported (or the poll
  * interval, for retries other processes schedule), and at that time moves
- * what is due to the stream. A blocked read is cut short with
- * `CLIENT UNBLOCK`, since the server's own block timeouts are only as
- * precise as its 100 ms cron. There is no timer per waiting message.
+ * what is due to the stream on the command connection: the entries it
+ * appends serve the read blocked on the consumer's own connection, so a due
+ * retry is handed out one round trip after its wake-up, never waiting for
+ * the server's block timeout (only as precise as its 100 ms cron). A wake-up
+ * while no read is blocked, or one that also looks for expired leases, cuts
+ * a blocked read short with `CLIENT UNBLOCK` and lets the read loop do the
+ * work. There is no timer per waiting message.
  */
 export class RedisSubscription implements Subscription, DeliveryOwner {
   readonly #s: RedisConsumerSettings;
@@ -67,6 +71,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #promoteAt = 0;
   #claimAt = 0;
   #groupReady = false;
+  /** The promotion under way, which the read loop and a wake-up share. */
+  #promoting: Promise<void> | undefined;
   /** A blocking read is on its way or blocked. */
   #reading = false;
   #blockingId: number | undefined;
@@ -119,8 +125,20 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#s.blocking.disconnect();
   }
 
+  /**
+   * Sends `op`. A retry written wakes this consumer when it falls due,
+   * counted from now rather than from the reply: the server counts from a
+   * moment later, so the wake-up is never late by the reply's way back (or a
+   * busy event loop); one a little early finds nothing due and waits what
+   * the server says is left.
+   */
   settle(op: SettleOp): Promise<SettleResult> {
-    return this.#s.settler.settle(op);
+    if (op.kind !== 'r') return this.#s.settler.settle(op);
+    const dueAt = this.#s.clock.monotonic() + op.delayMs;
+    return this.#s.settler.settle(op).then((result) => {
+      if (result === 1) this.#dueAt(dueAt);
+      return result;
+    });
   }
 
   async extend(entryId: string, count: number, ms: number): Promise<boolean> {
@@ -134,14 +152,9 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#kick();
   }
 
-  retryScheduled(delayMs: number): void {
-    this.notifyDue(delayMs);
-  }
-
-  /** A retry on this queue becomes due in `delayMs`: wake up then if that is sooner than planned. */
-  notifyDue(delayMs: number): void {
+  /** A retry on this queue becomes due at monotonic time `at`: wake up then if that is sooner than planned. */
+  #dueAt(at: number): void {
     if (this.#state === CLOSED) return;
-    const at = this.#s.clock.monotonic() + delayMs;
     if (at >= this.#promoteAt) return;
     this.#promoteAt = at;
     this.#arm();
@@ -157,7 +170,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
       try {
         if (!this.#groupReady) await this.#createGroup();
         const now = s.clock.monotonic();
-        if (now >= this.#promoteAt) await this.#busyWith(this.#promote());
+        if (now >= this.#promoteAt) await this.#busyWith(this.#promoteOnce());
         if (this.#room() > 0 && now >= this.#claimAt) await this.#busyWith(this.#claimExpired());
         this.#arm();
         if (this.#room() <= 0 || this.#state !== RUNNING) {
@@ -203,6 +216,29 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
       this.#blockingId = Number(await this.#s.blocking.client('ID'));
     } catch {
       this.#blockingId = undefined;
+    }
+  }
+
+  /** Moves due retries to the stream, or joins the move already under way. */
+  #promoteOnce(): Promise<void> {
+    this.#promoting ??= this.#promote().finally(() => {
+      this.#promoting = undefined;
+    });
+    return this.#promoting;
+  }
+
+  /**
+   * A wake-up for due retries while a read is blocked: the entries the
+   * promotion appends serve that read. A promotion that fails cuts the read
+   * short, so the read loop tries again and backs off.
+   */
+  async #promoteWhileReading(): Promise<void> {
+    try {
+      await this.#promoteOnce();
+      this.#arm();
+    } catch {
+      this.#kick();
+      void this.#unblock();
     }
   }
 
@@ -314,6 +350,10 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
         if (this.#wake !== controller) return;
         this.#wake = undefined;
         this.#wakeAt = Infinity;
+        if (this.#reading && this.#state === RUNNING && this.#s.clock.monotonic() < this.#claimAt) {
+          void this.#promoteWhileReading();
+          return;
+        }
         this.#kick();
         void this.#unblock();
       },
