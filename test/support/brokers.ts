@@ -86,20 +86,23 @@ let redis: Promise<boolean> | undefined;
 
 /** Whether Redis answers PING at {@link REDIS_URL} (checked once per test file). */
 export function redisAvailable(): Promise<boolean> {
-  redis ??= (async () => {
-    const { Redis } = await import('ioredis');
-    const client = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      return (await client.ping()) === 'PONG';
-    } catch {
-      return false;
-    } finally {
-      client.disconnect();
-    }
-  })();
+  redis ??= redisAnswers(REDIS_URL);
   return redis;
+}
+
+/** Whether a Redis server answers PING at `url`, asked once on a connection that does not retry. */
+export async function redisAnswers(url: string): Promise<boolean> {
+  const { Redis } = await import('ioredis');
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
 }
 
 /**

@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { redisAnswers } from './brokers.js';
 import { freePort, portOpen } from './rabbit-node.js';
 
 const SERVER = 'redis-server';
@@ -143,7 +144,7 @@ export class RedisNode {
     });
     await until(`redis-server on ${this.port} to answer PING`, 60_000, async () => {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on ${this.port} exited at start; see ${join(this.dir, 'redis.log')}`);
-      return this.#answers();
+      return redisAnswers(this.url);
     });
     this.log(`redis-server up on ${this.port} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
@@ -222,18 +223,6 @@ export class RedisNode {
     }
     await this.#exited;
     await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)));
-  }
-
-  async #answers(): Promise<boolean> {
-    const client = this.#oneShot();
-    try {
-      await client.connect();
-      return (await client.ping()) === 'PONG';
-    } catch {
-      return false;
-    } finally {
-      client.disconnect();
-    }
   }
 
   #command(...args: (string | number)[]): Promise<unknown> {
