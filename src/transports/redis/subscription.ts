@@ -1,3 +1,4 @@
+import { checkPrefetch } from '../../transport/arguments.js';
 import type { Redis } from 'ioredis';
 import type { Backoff } from '../../backoff/types.js';
 import type { Logger } from '../../logger.js';
@@ -107,9 +108,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   }
 
   async setPrefetch(prefetch: number): Promise<void> {
-    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
-      throw new RangeError(`setPrefetch: prefetch must be a positive integer, got ${String(prefetch)}`);
-    }
+    checkPrefetch(prefetch, 'setPrefetch');
     this.#prefetch = prefetch;
     this.#kick();
   }

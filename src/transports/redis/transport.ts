@@ -1,3 +1,4 @@
+import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
 import type { Redis } from 'ioredis';
 import type { SendErrorKind } from '../../producer/errors.js';
 import type {
@@ -125,11 +126,8 @@ export class RedisTransport implements Transport {
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
     checkQueue(queue, 'consume');
     if (this.#closed) throw new TransportClosedError('consume');
-    if (typeof listener !== 'function') throw new TypeError('consume: listener must be a function');
-    const prefetch = options?.prefetch;
-    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
-      throw new RangeError(`consume: prefetch must be a positive integer, got ${String(prefetch)}`);
-    }
+    checkListener(listener);
+    const prefetch = checkPrefetch(options?.prefetch, 'consume');
     this.#checkServerOnce();
     const o = this.#options;
     const sub = new RedisSubscription({
@@ -209,8 +207,4 @@ export class RedisTransport implements Transport {
     }
     return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
   }
-}
-
-function checkQueue(queue: unknown, what: string): asserts queue is string {
-  if (typeof queue !== 'string' || queue.length === 0) throw new TypeError(`${what}: queue must be a non-empty string`);
 }

@@ -1,3 +1,4 @@
+import { checkPrefetch } from '../../transport/arguments.js';
 import type { Clock } from '../../time/clock.js';
 import type { DeliveryListener, Subscription } from '../../transport/types.js';
 import { parseHeaders } from './codec.js';
@@ -113,9 +114,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
    * slows down does not sit on a batch under lease.
    */
   async setPrefetch(prefetch: number): Promise<void> {
-    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
-      throw new RangeError(`setPrefetch: prefetch must be a positive integer, got ${String(prefetch)}`);
-    }
+    checkPrefetch(prefetch, 'setPrefetch');
     const lower = prefetch < this.#prefetch;
     this.#prefetch = prefetch;
     if (lower) await this.#returnBuffer();

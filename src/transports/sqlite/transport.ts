@@ -1,3 +1,4 @@
+import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
 import type Database from 'better-sqlite3';
 import type {
   ConsumeOptions,
@@ -117,11 +118,8 @@ export class SqliteTransport implements Transport {
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
     checkQueue(queue, 'consume');
     if (this.#closed) throw new TransportClosedError('consume');
-    if (typeof listener !== 'function') throw new TypeError('consume: listener must be a function');
-    const prefetch = options?.prefetch;
-    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
-      throw new RangeError(`consume: prefetch must be a positive integer, got ${String(prefetch)}`);
-    }
+    checkListener(listener);
+    const prefetch = checkPrefetch(options?.prefetch, 'consume');
     const o = this.#options;
     const sub = new SqliteSubscription({
       queue,
@@ -184,8 +182,4 @@ export class SqliteTransport implements Transport {
     if (subs === undefined) return;
     for (const sub of subs) sub.notifyDue(dueAt);
   }
-}
-
-function checkQueue(queue: unknown, what: string): asserts queue is string {
-  if (typeof queue !== 'string' || queue.length === 0) throw new TypeError(`${what}: queue must be a non-empty string`);
 }
