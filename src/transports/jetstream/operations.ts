@@ -20,7 +20,7 @@
  * queue (`redeliver queue` in its description): one a message was sent to,
  * or a consumer consumed, under the transport's prefix.
  */
-import type { JetStreamClient, JetStreamManager, StoredMsg, StreamInfo } from '@nats-io/jetstream';
+import type { StoredMsg, StreamInfo } from '@nats-io/jetstream';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
@@ -38,16 +38,14 @@ import type {
 } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { encodeNatsHeaders } from './codec.js';
+import type { JetStreamClients } from './connection.js';
 import { errorEntryOf, sequenceOfKey } from './error-entry.js';
 import { QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamNames, type QueueNames } from './names.js';
 import { readStream } from './stream-reader.js';
 import { isNotFound } from './topology.js';
 
 /** The JetStream clients the operations use, from the transport's connection. */
-export interface OperationClients {
-  readonly js: JetStreamClient;
-  readonly jsm: JetStreamManager;
-}
+export type OperationClients = Pick<JetStreamClients, 'js' | 'jsm'>;
 
 /** The most entries one read takes while `browse` skips to its offset. */
 const SKIP_CHUNK = 1_000;
