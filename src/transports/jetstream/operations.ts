@@ -50,6 +50,9 @@ export type OperationClients = Pick<JetStreamClients, 'js' | 'jsm'>;
 /** The most entries one read takes while `browse` skips to its offset. */
 const SKIP_CHUNK = 1_000;
 
+/** The most deletions `drain` has in flight at once. */
+const DELETE_CONCURRENCY = 64;
+
 /** The server's error codes of a message deletion that found nothing (`no message found`, `sequence not found`). */
 const DELETE_FAILED = new Set([10057, 10043]);
 
@@ -190,7 +193,8 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
 
   /**
    * Removes every entry up to the last sequence the stream held when it is
-   * called, in one request; entries dead-lettered meanwhile stay.
+   * called, in one request (a purge up to the sequence after it, which no
+   * message has yet); entries dead-lettered meanwhile stay.
    */
   async purge(errorQueue: string): Promise<number> {
     const stream = this.#names.of(errorQueue).stream;
@@ -202,9 +206,10 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
   }
 
   /**
-   * Hands the oldest `limit` entries to `store`, then deletes exactly those:
-   * one purge up to the last one's sequence, below which the stream holds no
-   * others (sequences only grow). Reading takes no lease, so an entry a
+   * Hands the oldest `limit` entries to `store`, then deletes exactly those,
+   * {@link DELETE_CONCURRENCY} at a time. (Not with a purge up to the last
+   * one: a purge up to a sequence deleted before leaves that message
+   * readable on nats-server 2.9.) Reading takes no lease, so an entry a
    * consumer of the error queue holds is handed over too. See
    * `ErrorQueueOperations.drain`.
    */
@@ -217,7 +222,9 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     const messages = await readStream(jsm, names.stream, names.subject, { from: info.state.first_seq, limit });
     if (messages.length === 0) return 0;
     await store(messages.map((m) => errorEntryOf(errorQueue, names.stream, m)));
-    await jsm.streams.purge(names.stream, { seq: messages[messages.length - 1]!.seq + 1 });
+    for (let i = 0; i < messages.length; i += DELETE_CONCURRENCY) {
+      await Promise.all(messages.slice(i, i + DELETE_CONCURRENCY).map((m) => this.#delete(names.stream, m.seq)));
+    }
     return messages.length;
   }
 
