@@ -246,4 +246,19 @@ describe.skipIf(Boolean(skip))('the JetStream transport', () => {
     await c.got[0]!.delivery.ack();
     expect(logger.lines.some((l) => l.level === 'warn' && /max_deliver 3/.test(l.message))).toBe(true);
   });
+
+  it('runs on a connection the application already has, and leaves it open when closed', async () => {
+    const own = await connect({ servers: NATS_URL, name: `${prefix}-app` });
+    const t = new JetStreamTransport({ connection: own, prefix });
+    const q = queue('given');
+    await t.send(q, { id: 'g-1', body: text('x'), headers: {} });
+    const c = collect();
+    await t.consume(q, c.listener, { prefetch: 1 });
+    await waitFor(() => c.got.length === 1, 5_000, 'the message');
+    await c.got[0]!.delivery.ack();
+    await t.close();
+    expect(own.isClosed()).toBe(false);
+    await own.request('$JS.API.INFO', '', { timeout: 2_000 });
+    await own.close();
+  });
 });
