@@ -103,7 +103,8 @@ export class JetStreamTransport implements Transport {
         await topology.queue(queue, 'work');
       });
     } catch (error) {
-      if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error).message ?? error));
+      const message = String((error as Error | null)?.message ?? error);
+      if (/maximum (messages|bytes) exceeded/i.test(message)) throw new QueueFullError(queue, message);
       throw error;
     }
   }
