@@ -5,26 +5,23 @@
  */
 import type { NatsClients } from './server.js';
 import { addPullConsumer, addWorkStream, publishAll } from './server.js';
-import { countdown, within } from '../redis/workload.js';
-
-/** One throughput round of either side. */
-export interface Throughput {
-  readonly side: 'raw' | 'redeliver';
-  readonly messages: number;
-  /** From the consumer's start to the last message acked, in milliseconds. */
-  readonly drainMs: number;
-  readonly perSec: number;
-  /** User + system CPU time of the bench process during the drain (the server's own CPU is not in it). */
-  readonly cpuMs: number;
-}
+import { countdown, messageName, within } from '../redis/workload.js';
+import { messageBody, type Throughput } from './workload.js';
 
 export interface RawSetup {
-  /** The stream read by the raw consumer; made on first use, deleted with the prefix's streams. */
+  /** The stream read by the raw consumer: made by each round, deleted by the caller after it. */
   readonly stream: string;
   readonly subject: string;
   /** The consumer's `max_ack_pending` and the messages each pull asks for. */
   readonly prefetch: number;
-  readonly body: Uint8Array;
+  /** The string every message carries, in the body {@link messageBody} makes. */
+  readonly payload: string;
+  /**
+   * Whether each ack waits for the server's confirmation (`ackAck()`, the
+   * acks of different messages still in flight side by side) instead of
+   * `ack()`, which sends and returns.
+   */
+  readonly confirmAcks: boolean;
   /** The longest a drain may take before the run fails. */
   readonly timeoutMs: number;
 }
@@ -35,29 +32,31 @@ const CONSUMER = 'raw';
  * Loads `n` messages (ids `<round>-m-<i>`, unique per round so the
  * duplicate window drops none), then consumes them with a durable pull
  * consumer of `max_ack_pending` = prefetch, acking each. Timed from
- * `consume()` to the last ack flushed to the server.
+ * `consume()` to the last ack flushed to (or confirmed by) the server.
  */
 export async function rawThroughput(clients: NatsClients, setup: RawSetup, n: number, round: number): Promise<Throughput> {
   const { js, jsm, nc } = clients;
-  const exists = await jsm.streams.info(setup.stream).then(
-    () => true,
-    () => false,
-  );
-  if (!exists) {
-    await addWorkStream(jsm, setup.stream, setup.subject);
-    await addPullConsumer(jsm, setup.stream, CONSUMER, setup.prefetch);
-  }
-  await publishAll(clients, setup.stream, setup.subject, n, (i) => ({ id: `${round}-m-${i}`, body: setup.body }));
+  await addWorkStream(jsm, setup.stream, setup.subject);
+  await addPullConsumer(jsm, setup.stream, CONSUMER, setup.prefetch);
+  await publishAll(clients, setup.stream, setup.subject, n, (i) => ({ id: messageName(`${round}-m`, i), body: messageBody(i, setup.payload) }));
 
   const consumer = await js.consumers.get(setup.stream, CONSUMER);
   const acked = countdown(n);
+  const errors: unknown[] = [];
   const cpu = process.cpuUsage();
   const t0 = performance.now();
   const messages = await consumer.consume({ max_messages: setup.prefetch });
   const loop = (async () => {
     for await (const message of messages) {
-      message.ack();
-      acked.tick();
+      if (setup.confirmAcks) {
+        void message.ackAck().then(
+          () => acked.tick(),
+          (error: unknown) => errors.push(error),
+        );
+      } else {
+        message.ack();
+        acked.tick();
+      }
     }
   })();
   try {
@@ -65,8 +64,9 @@ export async function rawThroughput(clients: NatsClients, setup: RawSetup, n: nu
     await nc.flush();
     const drainMs = performance.now() - t0;
     const cpuUsed = process.cpuUsage(cpu);
+    if (errors.length > 0) throw new Error(`raw consumer: ${errors.length} acks failed; first: ${String(errors[0])}`);
     return {
-      side: 'raw',
+      side: setup.confirmAcks ? 'raw, confirmed acks' : 'raw',
       messages: n,
       drainMs: Math.round(drainMs),
       perSec: Math.round((n * 1000) / drainMs),
