@@ -8,7 +8,7 @@ import { RetryLaterError } from '../../src/policy/errors.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary } from '../redis/workload.js';
 import { messageBody, type Throughput } from './workload.js';
-import { withClients, deleteStreams } from './server.js';
+import { withClients, deleteStreams, type openClients } from './server.js';
 
 /** Sends in flight at once while the queue is loaded. */
 const SEND_CHUNK = 1_000;
@@ -20,13 +20,21 @@ export interface RedeliverSetup {
   /** The endpoint's concurrency, which is its prefetch, and the consumer's `max_ack_pending`. */
   readonly prefetch: number;
   readonly payload: string;
+  /** Whether the transport's connection is made with `noAsyncTraces` (see {@link openClients}). */
+  readonly noAsyncTraces: boolean;
   /** The longest a drain may take before the run fails. */
   readonly timeoutMs: number;
 }
 
 /** A transport on the side's prefix, closed and its streams deleted once `fn` is done. */
 async function withTransport<T>(setup: RedeliverSetup, fn: (transport: JetStreamTransport) => Promise<T>): Promise<T> {
-  const transport = new JetStreamTransport({ servers: setup.servers, prefix: setup.prefix, maxAckPending: setup.prefetch, connectionName: 'redeliver-bench' });
+  const transport = new JetStreamTransport({
+    servers: setup.servers,
+    prefix: setup.prefix,
+    maxAckPending: setup.prefetch,
+    connectionName: 'redeliver-bench',
+    connectionOptions: { noAsyncTraces: setup.noAsyncTraces },
+  });
   try {
     return await fn(transport);
   } finally {

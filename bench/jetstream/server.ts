@@ -26,15 +26,19 @@ export interface NatsClients {
   readonly jsm: JetStreamManager;
 }
 
-/** Connects to `servers` as `name`. */
-export async function openClients(servers: string, name: string): Promise<NatsClients> {
-  const nc = await connect({ servers, name });
+/**
+ * Connects to `servers` as `name`. `noAsyncTraces` turns off the client's
+ * capture of the caller's stack for each request (an `Error` made up front
+ * for every request, in case it fails).
+ */
+export async function openClients(servers: string, name: string, noAsyncTraces = false): Promise<NatsClients> {
+  const nc = await connect({ servers, name, noAsyncTraces });
   return { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
 }
 
 /** Runs `fn` with clients of its own, closing the connection afterwards. */
-export async function withClients<T>(servers: string, name: string, fn: (clients: NatsClients) => Promise<T>): Promise<T> {
-  const clients = await openClients(servers, name);
+export async function withClients<T>(servers: string, name: string, fn: (clients: NatsClients) => Promise<T>, noAsyncTraces = false): Promise<T> {
+  const clients = await openClients(servers, name, noAsyncTraces);
   try {
     return await fn(clients);
   } finally {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- jetstream [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--servers URL]`
+ * `npm run bench -- jetstream [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--no-async-traces] [--servers URL]`
  *
  * redeliver on NATS JetStream against a bare `@nats-io/jetstream` pull
  * consumer on the same server, in the same run. Everything is written
@@ -24,6 +24,10 @@
  *    500), each thrown back once with a `RetryLaterError` of a delay
  *    uniform in [100 ms, 5 s) (seeded); lateness = the second attempt's
  *    start - (the throw + delay); negative is early.
+ *
+ * `--no-async-traces` makes every connection of the run, both sides', with
+ * the client's `noAsyncTraces`: no `Error` captured up front for each
+ * request (every confirmed ack and every publish is one).
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -53,6 +57,7 @@ export async function run(args: string[]): Promise<void> {
       delayed: { type: 'string', default: '2000' },
       rate: { type: 'string', default: '500' },
       seed: { type: 'string', default: '42' },
+      'no-async-traces': { type: 'boolean', default: false },
       servers: { type: 'string', default: process.env['NATS_URL'] ?? '127.0.0.1:4222' },
     },
   });
@@ -63,22 +68,28 @@ export async function run(args: string[]): Promise<void> {
   const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
   const servers = values.servers;
+  const noAsyncTraces = values['no-async-traces'];
   const load = [loadavg()[0]!];
 
   const run = randomUUID().slice(0, 8);
   const payload = payloadString(seed);
   const timeoutMs = 120_000;
   const rawPrefix = `bench-js-raw-${run}`;
-  const redeliverSetup: RedeliverSetup = { servers, prefix: `bench-js-rdl-${run}`, prefetch, payload, timeoutMs };
+  const redeliverSetup: RedeliverSetup = { servers, prefix: `bench-js-rdl-${run}`, prefetch, payload, noAsyncTraces, timeoutMs };
   const raw = (confirmAcks: boolean) => (count: number, round: number) =>
-    withClients(servers, 'redeliver-bench-raw', async (clients) => {
-      const setup = { stream: `${rawPrefix}_RAW`, subject: `${rawPrefix}.raw`, prefetch, payload, confirmAcks, timeoutMs };
-      try {
-        return await rawThroughput(clients, setup, count, round);
-      } finally {
-        await deleteStreams(clients.jsm, rawPrefix);
-      }
-    });
+    withClients(
+      servers,
+      'redeliver-bench-raw',
+      async (clients) => {
+        const setup = { stream: `${rawPrefix}_RAW`, subject: `${rawPrefix}.raw`, prefetch, payload, confirmAcks, timeoutMs };
+        try {
+          return await rawThroughput(clients, setup, count, round);
+        } finally {
+          await deleteStreams(clients.jsm, rawPrefix);
+        }
+      },
+      noAsyncTraces,
+    );
   const sides: Side[] = [
     { name: 'raw', throughput: raw(false) },
     { name: 'raw, confirmed acks', throughput: raw(true) },
@@ -98,7 +109,7 @@ export async function run(args: string[]): Promise<void> {
     const of = (side: Throughput['side']) => runs.filter((r) => r.side === side);
     const median = (side: Throughput['side']) => Math.round(medianOf(of(side).map((r) => r.perSec)));
     printTable(
-      `jetstream: ${n} messages loaded first, then consumed with prefetch ${prefetch}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
+      `jetstream: ${n} messages loaded first, then consumed with prefetch ${prefetch}${noAsyncTraces ? ', noAsyncTraces' : ''}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
       sides.map((side) => ({
         side: side.name,
         'per sec (median)': median(side.name),
@@ -126,6 +137,7 @@ export async function run(args: string[]): Promise<void> {
       messages: n,
       prefetch,
       rounds,
+      noAsyncTraces,
       rawConfirmedPerSec,
       confirmedRatio: roundTo(redeliverPerSec / rawConfirmedPerSec, 3),
       rawRounds: of('raw').map((r) => r.perSec),
