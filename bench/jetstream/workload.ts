@@ -10,7 +10,7 @@ export function messageBody(i: number, payload: string): Buffer {
 
 /** One throughput round of one side. */
 export interface Throughput {
-  readonly side: 'raw' | 'raw, confirmed acks' | 'redeliver';
+  readonly side: 'raw' | 'raw, confirmed acks' | 'raw, a flush per turn' | 'redeliver';
   readonly messages: number;
   /** From the consumer's start to the last message acked, in milliseconds. */
   readonly drainMs: number;

@@ -15,6 +15,8 @@
  *    - raw, confirmed acks: the same with `ackAck()`, each ack confirmed by
  *      the server as redeliver's are, the acks of different messages in
  *      flight side by side.
+ *    - raw, a flush per turn: `ack()`, then one `flush()` for the acks of
+ *      each event-loop turn: what confirming acks in batches would cost.
  *    - redeliver: an Endpoint of concurrency P over a JetStreamTransport
  *      (`maxAckPending` P) with a handler that does nothing.
  *    Throughput = N / (consumer start to the last ack). R rounds (default
@@ -34,7 +36,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { medianOf, printJson, printTable, positiveArg, roundTo } from '../report.js';
 import { payloadString, uniformDelays } from '../redis/workload.js';
-import { rawThroughput } from '../jetstream/raw.js';
+import { rawThroughput, type RawAcks } from '../jetstream/raw.js';
 import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../jetstream/redeliver.js';
 import { assertNoStreams, deleteStreams, withClients } from '../jetstream/server.js';
 import type { Throughput } from '../jetstream/workload.js';
@@ -76,12 +78,12 @@ export async function run(args: string[]): Promise<void> {
   const timeoutMs = 120_000;
   const rawPrefix = `bench-js-raw-${run}`;
   const redeliverSetup: RedeliverSetup = { servers, prefix: `bench-js-rdl-${run}`, prefetch, payload, noAsyncTraces, timeoutMs };
-  const raw = (confirmAcks: boolean) => (count: number, round: number) =>
+  const raw = (acks: RawAcks) => (count: number, round: number) =>
     withClients(
       servers,
       'redeliver-bench-raw',
       async (clients) => {
-        const setup = { stream: `${rawPrefix}_RAW`, subject: `${rawPrefix}.raw`, prefetch, payload, confirmAcks, timeoutMs };
+        const setup = { stream: `${rawPrefix}_RAW`, subject: `${rawPrefix}.raw`, prefetch, payload, acks, timeoutMs };
         try {
           return await rawThroughput(clients, setup, count, round);
         } finally {
@@ -91,8 +93,9 @@ export async function run(args: string[]): Promise<void> {
       noAsyncTraces,
     );
   const sides: Side[] = [
-    { name: 'raw', throughput: raw(false) },
-    { name: 'raw, confirmed acks', throughput: raw(true) },
+    { name: 'raw', throughput: raw('sent') },
+    { name: 'raw, confirmed acks', throughput: raw('confirmed') },
+    { name: 'raw, a flush per turn', throughput: raw('flushed') },
     { name: 'redeliver', throughput: (count, round) => redeliverThroughput(redeliverSetup, count, round) },
   ];
 
@@ -126,6 +129,7 @@ export async function run(args: string[]): Promise<void> {
     const rawPerSec = median('raw');
     const redeliverPerSec = median('redeliver');
     const rawConfirmedPerSec = median('raw, confirmed acks');
+    const rawFlushedPerSec = median('raw, a flush per turn');
     printJson({
       rawPerSec,
       redeliverPerSec,
@@ -140,8 +144,10 @@ export async function run(args: string[]): Promise<void> {
       noAsyncTraces,
       rawConfirmedPerSec,
       confirmedRatio: roundTo(redeliverPerSec / rawConfirmedPerSec, 3),
+      rawFlushedPerSec,
       rawRounds: of('raw').map((r) => r.perSec),
       rawConfirmedRounds: of('raw, confirmed acks').map((r) => r.perSec),
+      rawFlushedRounds: of('raw, a flush per turn').map((r) => r.perSec),
       redeliverRounds: of('redeliver').map((r) => r.perSec),
       delayed: m,
       delayRatePerSec: rate,

@@ -27,13 +27,13 @@ import { consumeEach, type Reading } from './consume.js';
 import { OperationTimes, type CaseNames, type DelayDesign } from './design.js';
 
 const MOVER = 'mover';
+/** Messages per pull of the mover. */
+const MOVER_PREFETCH = 1_000;
 
 export interface DelayStreamOptions {
   /** Copies due within this many ms are held by the mover instead of `nak`ed. Default 0: every copy not yet due is `nak`ed. */
   readonly holdWithinMs?: number;
 }
-/** Messages per pull of the mover. */
-const MOVER_PREFETCH = 1_000;
 
 export class DelayStreamDesign implements DelayDesign {
   readonly costs = new OperationTimes();
