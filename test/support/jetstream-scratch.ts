@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { JetStreamNames } from '../../src/transports/jetstream/names.js';
 import { NATS_URL } from './brokers.js';
 
 /** A fresh prefix labelled `label`. */
@@ -16,17 +17,17 @@ export function jetStreamPrefix(label: string): string {
 
 /**
  * Deletes every stream named `<prefix>_…` on the server at `url` (default
- * {@link NATS_URL}): a prefix's queues, delay stream and clock stream.
- * Prefixes cannot contain `_`, so no other prefix's streams match. Resolves
- * how many streams were deleted.
+ * {@link NATS_URL}): a prefix's queues, delay stream and clock stream, and
+ * no other prefix's (see `JetStreamNames.ownsStream`). Resolves how many
+ * streams were deleted.
  */
 export async function deleteJetStreamPrefix(prefix: string, url: string = NATS_URL): Promise<number> {
-  if (!/^[A-Za-z0-9-]+$/.test(prefix)) throw new RangeError(`not a JetStream prefix: ${JSON.stringify(prefix)}`);
+  const names = new JetStreamNames(prefix);
   const nc = await connect({ servers: url, reconnect: false, name: `redeliver-cleanup-${prefix}` });
   try {
     const jsm = await jetstreamManager(nc);
     const doomed: string[] = [];
-    for await (const name of jsm.streams.names()) if (name.startsWith(`${prefix}_`)) doomed.push(name);
+    for await (const name of jsm.streams.names()) if (names.ownsStream(name)) doomed.push(name);
     for (const name of doomed) await jsm.streams.delete(name);
     return doomed.length;
   } finally {

@@ -296,6 +296,24 @@ describe.skipIf(Boolean(skip))('JetStream error-queue operations and inspection'
     await expect(ops.drain(errorQueue, 0, async () => undefined)).rejects.toThrow(RangeError);
   });
 
+  it('drains a stream with gaps without handing over an entry deleted before (the message after a batch among them)', async () => {
+    open();
+    const { errorQueue, seqs } = await fill(12);
+    // Sent back or deleted already: one inside the first batch, the one right after it, and one later.
+    for (const i of [3, 5, 9]) expect(await ops.delete(errorQueue, String(seqs[i]))).toBe(true);
+    const batches: string[][] = [];
+    const store = async (entries: ErrorEntry[]) => void batches.push(entries.map((e) => e.messageId));
+    expect(await ops.drain(errorQueue, 4, store)).toBe(4);
+    expect(await ops.count(errorQueue)).toBe(5);
+    expect(await ops.drain(errorQueue, 100, store)).toBe(5);
+    expect(await ops.drain(errorQueue, 100, store)).toBe(0);
+    expect(batches).toEqual([
+      ['m-0', 'm-1', 'm-2', 'm-4'],
+      ['m-6', 'm-7', 'm-8', 'm-10', 'm-11'],
+    ]);
+    expect(await scanAll(errorQueue)).toEqual([]);
+  });
+
   it('reads depths of every queue of the prefix, or of the queues named, and their kinds', async () => {
     open();
     const { queue, errorQueue } = await fill(2);

@@ -8,7 +8,7 @@
  * queue's stream deduplicates, and only then acked.
  */
 import { headers as natsHeaders, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import type { JetStreamClient } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from '../../logger.js';
 import type { Clock } from '../../time/clock.js';
 import { parseAckSubject } from './ack-subject.js';
@@ -25,6 +25,7 @@ const NS_PER_MS = 1_000_000;
 
 export interface MoverOptions {
   readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
   readonly js: JetStreamClient;
   readonly names: QueueNames;
   readonly delayStream: string;
@@ -49,6 +50,7 @@ export class DelayMover {
     this.#o = options;
     this.#puller = new Puller({
       nc: options.nc,
+      jsm: options.jsm,
       stream: options.delayStream,
       consumer: options.names.delayConsumer,
       expiresMs: options.pullExpiresMs,

@@ -20,7 +20,7 @@
  * queue (`redeliver queue` in its description): one a message was sent to,
  * or a consumer consumed, under the transport's prefix.
  */
-import type { JetStreamClient, JetStreamManager, StoredMsg, StreamInfo } from '@nats-io/jetstream';
+import type { StoredMsg, StreamInfo } from '@nats-io/jetstream';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
@@ -38,19 +38,20 @@ import type {
 } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { encodeNatsHeaders } from './codec.js';
+import type { JetStreamClients } from './connection.js';
 import { errorEntryOf, sequenceOfKey } from './error-entry.js';
 import { QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamNames, type QueueNames } from './names.js';
 import { readStream } from './stream-reader.js';
 import { isNotFound } from './topology.js';
 
 /** The JetStream clients the operations use, from the transport's connection. */
-export interface OperationClients {
-  readonly js: JetStreamClient;
-  readonly jsm: JetStreamManager;
-}
+export type OperationClients = Pick<JetStreamClients, 'js' | 'jsm'>;
 
 /** The most entries one read takes while `browse` skips to its offset. */
 const SKIP_CHUNK = 1_000;
+
+/** The most deletions `drain` has in flight at once. */
+const DELETE_CONCURRENCY = 64;
 
 /** The server's error codes of a message deletion that found nothing (`no message found`, `sequence not found`). */
 const DELETE_FAILED = new Set([10057, 10043]);
@@ -192,7 +193,8 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
 
   /**
    * Removes every entry up to the last sequence the stream held when it is
-   * called, in one request; entries dead-lettered meanwhile stay.
+   * called, in one request (a purge up to the sequence after it, which no
+   * message has yet); entries dead-lettered meanwhile stay.
    */
   async purge(errorQueue: string): Promise<number> {
     const stream = this.#names.of(errorQueue).stream;
@@ -204,9 +206,10 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
   }
 
   /**
-   * Hands the oldest `limit` entries to `store`, then deletes exactly those:
-   * one purge up to the last one's sequence, below which the stream holds no
-   * others (sequences only grow). Reading takes no lease, so an entry a
+   * Hands the oldest `limit` entries to `store`, then deletes exactly those,
+   * {@link DELETE_CONCURRENCY} at a time. (Not with a purge up to the last
+   * one: a purge up to a sequence deleted before leaves that message
+   * readable on nats-server 2.9.) Reading takes no lease, so an entry a
    * consumer of the error queue holds is handed over too. See
    * `ErrorQueueOperations.drain`.
    */
@@ -219,7 +222,9 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     const messages = await readStream(jsm, names.stream, names.subject, { from: info.state.first_seq, limit });
     if (messages.length === 0) return 0;
     await store(messages.map((m) => errorEntryOf(errorQueue, names.stream, m)));
-    await jsm.streams.purge(names.stream, { seq: messages[messages.length - 1]!.seq + 1 });
+    for (let i = 0; i < messages.length; i += DELETE_CONCURRENCY) {
+      await Promise.all(messages.slice(i, i + DELETE_CONCURRENCY).map((m) => this.#delete(names.stream, m.seq)));
+    }
     return messages.length;
   }
 
