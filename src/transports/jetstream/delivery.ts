@@ -1,0 +1,197 @@
+import type { MsgHdrs } from '@nats-io/transport-node';
+import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import type { Delivery, Headers } from '../../transport/types.js';
+import type { AckInfo } from './ack-subject.js';
+import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
+import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import type { QueueNames } from './names.js';
+
+/** What a delivery needs from the consumer that handed it out. */
+export interface DeliveryOwner {
+  readonly clock: Clock;
+  /** Sends `payload` (`+ACK`, `-NAK`, `+WPI`) to the delivery's reply subject and waits for the server to confirm it. */
+  confirm(reply: string, payload: string): Promise<void>;
+  /** Publishes a copy and resolves once the stream has stored it (or had it already, by its `msgID`). */
+  publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string): Promise<void>;
+  /** The subject of `errorQueue`, whose stream is made when missing. */
+  errorQueueSubject(errorQueue: string): Promise<string>;
+  /** The delivery no longer counts against the prefetch. */
+  settled(): void;
+}
+
+const HELD = 0;
+const SETTLING = 1;
+const SETTLED = 2;
+
+/**
+ * One delivery of a stream message under the consumer's `ack_wait`. The
+ * server accepts a settlement even after the lease ran out and the message
+ * went to another consumer, so the delivery checks its lease itself: once
+ * it has run out (less a small margin for the time on the wire), every
+ * settlement rejects with a `DeliveryGoneError` and changes nothing.
+ *
+ * `retryLater` and `deadLetter` publish the copy first and ack the original
+ * once the copy is stored: a crash in between leaves both, never neither;
+ * the copy's `Nats-Msg-Id` is fixed by the delivery, so settling again
+ * after a failure does not store a second copy.
+ */
+export class JetStreamDelivery implements Delivery {
+  readonly #owner: DeliveryOwner;
+  readonly #ackWaitMs: number;
+  #leaseUntil: number;
+  #state = HELD;
+  #counted = false;
+  #keepAlive: AbortController | undefined;
+
+  constructor(
+    owner: DeliveryOwner,
+    readonly names: QueueNames,
+    /** @internal where the server says the message is. */
+    readonly info: AckInfo,
+    /** @internal the reply subject settlements go to. */
+    readonly reply: string,
+    readonly id: string,
+    readonly body: Uint8Array,
+    readonly headers: Readonly<Headers>,
+    ackWaitMs: number,
+  ) {
+    this.#owner = owner;
+    this.#ackWaitMs = ackWaitMs;
+    this.#leaseUntil = owner.clock.monotonic() + ackWaitMs - leaseMargin(ackWaitMs);
+  }
+
+  get queue(): string {
+    return this.names.queue;
+  }
+
+  get deliveryCount(): number {
+    return this.info.delivered;
+  }
+
+  ack(): Promise<void> {
+    return this.#settle('ack', () => this.#owner.confirm(this.reply, '+ACK'));
+  }
+
+  retryLater(delayMs: number, headers: Headers): Promise<void> {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS) {
+      return Promise.reject(new RangeError(`retryLater: delayMs must be a number from 0 to ${MAX_TIMER_MS}, got ${String(delayMs)}`));
+    }
+    let encoded: MsgHdrs;
+    try {
+      encoded = encodeNatsHeaders(this.id, checked(headers, 'retryLater'), { [DELAY_HEADER]: String(Math.ceil(delayMs)) });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#settle('retryLater', async () => {
+      await this.#owner.publish(this.names.delaySubject, this.body, encoded, `${this.id}|r|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
+      await this.#owner.confirm(this.reply, '+ACK');
+    });
+  }
+
+  deadLetter(errorQueue: string, headers: Headers): Promise<void> {
+    if (typeof errorQueue !== 'string' || errorQueue.length === 0) return Promise.reject(new TypeError('deadLetter: errorQueue must be a non-empty string'));
+    let encoded: MsgHdrs;
+    try {
+      encoded = encodeNatsHeaders(this.id, checked(headers, 'deadLetter'));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#settle('deadLetter', async () => {
+      const subject = await this.#owner.errorQueueSubject(errorQueue);
+      await this.#owner.publish(subject, this.body, encoded, `${this.id}|e|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
+      await this.#owner.confirm(this.reply, '+ACK');
+    });
+  }
+
+  /** Gives the message back: the server offers it again at once, one delivery more. */
+  release(): Promise<void> {
+    return this.#settle('release', () => this.#owner.confirm(this.reply, '-NAK'));
+  }
+
+  /**
+   * Keeps the delivery `ms` more milliseconds from other consumers: tells
+   * the server the message is being worked on (which restarts its
+   * `ack_wait`), again every half `ack_wait` while `ms` is longer than one.
+   * Rejects with a `DeliveryGoneError` when the lease had already run out,
+   * and an `AlreadySettledError` once settled.
+   */
+  async extendLease(ms: number): Promise<void> {
+    if (this.#state === SETTLED) throw new AlreadySettledError(this.queue, this.id);
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
+      throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
+    }
+    if (this.#leaseRanOut()) throw new DeliveryGoneError('extendLease', this.id, this.queue);
+    await this.#workingOn();
+    this.#keepAlive?.abort();
+    this.#keepAlive = undefined;
+    if (ms > this.#ackWaitMs) void this.#keepWorking(this.#owner.clock.monotonic() + ms);
+  }
+
+  async #workingOn(): Promise<void> {
+    const sentAt = this.#owner.clock.monotonic();
+    await this.#owner.confirm(this.reply, '+WPI');
+    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.#ackWaitMs - leaseMargin(this.#ackWaitMs));
+  }
+
+  async #keepWorking(until: number): Promise<void> {
+    const controller = new AbortController();
+    this.#keepAlive = controller;
+    const clock = this.#owner.clock;
+    while (this.#state !== SETTLED && !controller.signal.aborted && this.#leaseUntil < until) {
+      try {
+        await clock.sleep(Math.max(1, Math.floor(this.#ackWaitMs / 2)), controller.signal);
+        if (this.#state !== SETTLED) await this.#workingOn();
+      } catch {
+        return;
+      }
+    }
+  }
+
+  #leaseRanOut(): boolean {
+    return this.#owner.clock.monotonic() > this.#leaseUntil;
+  }
+
+  /**
+   * Settles at most once. A settlement that took effect is final, and so is
+   * one refused because the lease ran out; one that failed otherwise (the
+   * connection dropped, the server did not answer) leaves the delivery held,
+   * so it can be settled again.
+   */
+  #settle(operation: string, act: () => Promise<void>): Promise<void> {
+    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
+    this.#keepAlive?.abort();
+    if (this.#leaseRanOut()) {
+      this.#state = SETTLED;
+      this.#uncount();
+      return Promise.reject(new DeliveryGoneError(operation, this.id, this.queue));
+    }
+    this.#state = SETTLING;
+    return act().then(
+      () => {
+        this.#state = SETTLED;
+        this.#uncount();
+      },
+      (error: unknown) => {
+        this.#state = HELD;
+        this.#uncount();
+        throw error;
+      },
+    );
+  }
+
+  #uncount(): void {
+    if (this.#counted) return;
+    this.#counted = true;
+    this.#owner.settled();
+  }
+}
+
+/** How much sooner than the server this side takes a lease as run out: a tenth of it, at most 250 ms. */
+function leaseMargin(ackWaitMs: number): number {
+  return Math.min(250, Math.floor(ackWaitMs / 10));
+}
+
+function checked(headers: Headers, what: string): Headers {
+  if (typeof headers !== 'object' || headers === null) throw new TypeError(`${what}: headers must be an object of strings`);
+  return headers;
+}

@@ -1,0 +1,63 @@
+/**
+ * The server's clock, as seen from this process. Delayed retries are due at
+ * a time the server stamped, so they are compared with the server's clock,
+ * not this machine's: a probe stores a message in the clock stream and reads
+ * back the time the server gave it; between probes, time runs on this
+ * process's monotonic clock, which never jumps.
+ */
+import type { JetStreamClients } from './connection.js';
+import type { Topology } from './topology.js';
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../logger.js';
+
+/** How often the server's clock is read again. */
+export const CLOCK_PROBE_INTERVAL_MS = 60_000;
+
+export class ServerClock {
+  #base: { serverMs: number; monotonic: number } | undefined;
+  #probing: Promise<void> | undefined;
+  #probedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly clients: () => Promise<JetStreamClients>,
+    private readonly topology: () => Promise<Topology>,
+    private readonly clock: Clock,
+    private readonly logger: Logger | undefined,
+  ) {}
+
+  /**
+   * The server's time now, in ms since the epoch. Reads the server's clock
+   * first when it was never read or was read more than a minute ago; falls
+   * back to this machine's clock while the server cannot be read.
+   */
+  async now(): Promise<number> {
+    if (this.clock.monotonic() - this.#probedAt >= CLOCK_PROBE_INTERVAL_MS) await this.#probe();
+    const base = this.#base;
+    return base === undefined ? this.clock.now() : base.serverMs + (this.clock.monotonic() - base.monotonic);
+  }
+
+  #probe(): Promise<void> {
+    this.#probing ??= this.#read().finally(() => {
+      this.#probing = undefined;
+    });
+    return this.#probing;
+  }
+
+  async #read(): Promise<void> {
+    try {
+      const { js, jsm } = await this.clients();
+      const topology = await this.topology();
+      await topology.clockStream();
+      const before = this.clock.monotonic();
+      const ack = await js.publish(topology.names.clockSubject, new Uint8Array(0));
+      const stored = await jsm.streams.getMessage(topology.names.clockStream, { seq: ack.seq });
+      const after = this.clock.monotonic();
+      if (stored === null) throw new Error('the probe message was not found');
+      this.#base = { serverMs: stored.time.getTime(), monotonic: (before + after) / 2 };
+      this.#probedAt = after;
+    } catch (error) {
+      this.#probedAt = this.clock.monotonic() - CLOCK_PROBE_INTERVAL_MS + 5_000;
+      this.logger?.warn({ error: String(error) }, `jetstream: could not read the server's clock (${String(error)}); delayed retries are timed by this machine's clock meanwhile`);
+    }
+  }
+}

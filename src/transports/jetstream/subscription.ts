@@ -1,0 +1,247 @@
+/**
+ * A running consumer of one queue: pulls as many messages as it has free
+ * prefetch slots, hands each to the listener as a `JetStreamDelivery`, and
+ * runs the mover that brings the queue's due retries back. It makes the
+ * queue's stream and consumers again when they are deleted under it, and
+ * asks again for messages after a reconnection.
+ */
+import type { Msg } from '@nats-io/transport-node';
+import type { Logger } from '../../logger.js';
+import type { Clock } from '../../time/clock.js';
+import type { DeliveryListener, Subscription } from '../../transport/types.js';
+import type { Backoff } from '../../backoff/types.js';
+import type { Random } from '../../time/random.js';
+import { parseAckSubject } from './ack-subject.js';
+import { decodeNatsHeaders, ID_HEADER } from './codec.js';
+import type { JetStreamClients } from './connection.js';
+import { JetStreamDelivery, type DeliveryOwner } from './delivery.js';
+import { DelayMover } from './mover.js';
+import { QUEUE_CONSUMER, type QueueNames } from './names.js';
+import { Puller } from './puller.js';
+import type { ServerClock } from './server-clock.js';
+import type { Topology } from './topology.js';
+
+export interface SubscriptionOptions {
+  readonly queue: string;
+  readonly listener: DeliveryListener;
+  readonly prefetch: number;
+  readonly leaseMs: number;
+  readonly clients: JetStreamClients;
+  readonly topology: Topology;
+  readonly serverClock: ServerClock;
+  /** Settlement and copy publishing, shared by the transport's deliveries. */
+  readonly settlement: Omit<DeliveryOwner, 'settled'>;
+  readonly apiTimeoutMs: number;
+  readonly pullExpiresMs: number;
+  readonly heartbeatMs: number;
+  readonly reconnect: Backoff;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly logger: Logger | undefined;
+  readonly onClosed: (subscription: JetStreamSubscription) => void;
+}
+
+type State = 'running' | 'paused' | 'closed';
+
+export class JetStreamSubscription implements Subscription {
+  readonly #o: SubscriptionOptions;
+  readonly #owner: DeliveryOwner;
+  readonly #buffer: Msg[] = [];
+  readonly #stopping = new AbortController();
+  #state: State = 'running';
+  #prefetch: number;
+  #held = 0;
+  #names: QueueNames | undefined;
+  #ackWaitMs = 0;
+  #puller: Puller | undefined;
+  #mover: DelayMover | undefined;
+  #reopening: Promise<void> | undefined;
+  #warnedForeign = false;
+  #topUpQueued = false;
+
+  constructor(options: SubscriptionOptions) {
+    this.#o = options;
+    this.#prefetch = options.prefetch;
+    this.#owner = {
+      ...options.settlement,
+      settled: () => {
+        this.#held -= 1;
+        this.#scheduleTopUp();
+      },
+    };
+  }
+
+  /** Makes the queue's stream and consumers when missing and starts pulling. Rejects when the server refuses them. */
+  async open(): Promise<void> {
+    const { topology, queue, leaseMs } = this.#o;
+    const consumer = await topology.queueConsumer(queue, leaseMs);
+    await topology.delayConsumer(queue);
+    if (this.#state === 'closed') return;
+    this.#names = consumer.names;
+    this.#ackWaitMs = consumer.ackWaitMs;
+    this.#startPulling();
+  }
+
+  /** The connection came back: pull requests sent before are gone. */
+  reconnected(): void {
+    this.#puller?.forget();
+    this.#mover?.reconnected();
+    this.#scheduleTopUp();
+  }
+
+  async pause(): Promise<void> {
+    if (this.#state !== 'running') return;
+    this.#state = 'paused';
+    this.#giveBackBuffer();
+  }
+
+  async resume(): Promise<void> {
+    if (this.#state !== 'paused') return;
+    this.#state = 'running';
+    this.#topUp();
+  }
+
+  async setPrefetch(prefetch: number): Promise<void> {
+    if (typeof prefetch !== 'number' || !Number.isInteger(prefetch) || prefetch < 1) {
+      throw new RangeError(`setPrefetch: prefetch must be a positive integer, got ${String(prefetch)}`);
+    }
+    this.#prefetch = prefetch;
+    this.#topUp();
+  }
+
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.#stopping.abort();
+    this.#puller?.close();
+    this.#giveBackBuffer();
+    await this.#mover?.close();
+    this.#o.onClosed(this);
+  }
+
+  #startPulling(): void {
+    const o = this.#o;
+    const names = this.#names!;
+    this.#puller = new Puller({
+      nc: o.clients.nc,
+      stream: names.stream,
+      consumer: QUEUE_CONSUMER,
+      expiresMs: o.pullExpiresMs,
+      heartbeatMs: o.heartbeatMs,
+      clock: o.clock,
+      logger: o.logger,
+      owner: {
+        onMessage: (msg) => this.#onMessage(msg),
+        onRoom: () => this.#scheduleTopUp(),
+        onGone: (reason) => void this.#reopen(reason),
+      },
+    });
+    this.#mover = new DelayMover({
+      nc: o.clients.nc,
+      js: o.clients.js,
+      names,
+      delayStream: o.topology.names.delayStream,
+      serverClock: o.serverClock,
+      apiTimeoutMs: o.apiTimeoutMs,
+      pullExpiresMs: o.pullExpiresMs,
+      heartbeatMs: o.heartbeatMs,
+      clock: o.clock,
+      logger: o.logger,
+      onGone: (reason) => void this.#reopen(reason),
+    });
+    this.#topUp();
+  }
+
+  /** The queue's consumer or stream went away: make them again, waiting out the reconnect backoff between tries. */
+  #reopen(reason: string): Promise<void> {
+    this.#reopening ??= (async () => {
+      const o = this.#o;
+      o.logger?.warn({ queue: o.queue, reason }, `jetstream: consumer of queue ${o.queue} is gone (${reason}); making it again`);
+      this.#puller?.close();
+      const mover = this.#mover;
+      this.#puller = undefined;
+      this.#mover = undefined;
+      await mover?.close();
+      let previousDelayMs: number | undefined;
+      let elapsedMs = 0;
+      for (let attempt = 1; this.#state !== 'closed'; attempt++) {
+        o.topology.forget(o.queue);
+        o.topology.forgetDelays();
+        try {
+          await this.open();
+          return;
+        } catch (error) {
+          const delay = o.reconnect({ attempt, previousDelayMs, elapsedMs, random: o.random }) ?? 120_000;
+          previousDelayMs = delay;
+          elapsedMs += delay;
+          o.logger?.warn({ queue: o.queue, error: String(error), delayMs: delay }, `jetstream: could not make the consumer of ${o.queue} again (${String(error)}); next try in ${delay} ms`);
+          await o.clock.sleep(delay, this.#stopping.signal).catch(() => undefined);
+        }
+      }
+    })().finally(() => {
+      this.#reopening = undefined;
+    });
+    return this.#reopening;
+  }
+
+  #onMessage(msg: Msg): void {
+    if (this.#state !== 'running') {
+      this.#giveBack(msg);
+      return;
+    }
+    this.#buffer.push(msg);
+    this.#topUp();
+  }
+
+  #scheduleTopUp(): void {
+    if (this.#topUpQueued) return;
+    this.#topUpQueued = true;
+    queueMicrotask(() => {
+      this.#topUpQueued = false;
+      this.#topUp();
+    });
+  }
+
+  /** Hands out what waits while there is room, then asks for as many more as there is room for. */
+  #topUp(): void {
+    if (this.#state !== 'running') return;
+    while (this.#held < this.#prefetch && this.#buffer.length > 0) this.#handOut(this.#buffer.shift()!);
+    const puller = this.#puller;
+    if (puller === undefined) return;
+    const want = this.#prefetch - this.#held - this.#buffer.length - puller.outstanding;
+    if (want > 0 && (puller.outstanding === 0 || want * 2 >= this.#prefetch)) puller.request(want);
+  }
+
+  #handOut(msg: Msg): void {
+    const o = this.#o;
+    const info = parseAckSubject(msg.reply);
+    if (info === undefined) return;
+    const decoded = decodeNatsHeaders(msg.headers);
+    const id = decoded.id ?? decoded.natsMsgId ?? `${info.stream}:${info.streamSeq}`;
+    if (decoded.id === undefined && !this.#warnedForeign) {
+      this.#warnedForeign = true;
+      o.logger?.warn({ queue: o.queue, stream: info.stream, seq: info.streamSeq }, `jetstream: queue ${o.queue} has messages not written by redeliver (no ${ID_HEADER} header); their id is their Nats-Msg-Id or <stream>:<seq>`);
+    }
+    const delivery = new JetStreamDelivery(this.#owner, this.#names!, info, msg.reply!, id, msg.data, decoded.headers, this.#ackWaitMs);
+    this.#held += 1;
+    try {
+      o.listener(delivery);
+    } catch (error) {
+      o.logger?.error({ queue: o.queue, messageId: id, error: String(error) }, `jetstream: the delivery listener threw for message '${id}' (${String(error)}); the message is given back`);
+      delivery.release().catch(() => undefined);
+    }
+  }
+
+  #giveBackBuffer(): void {
+    for (const msg of this.#buffer.splice(0)) this.#giveBack(msg);
+  }
+
+  /** A message fetched but not handed out goes back to the server at once. */
+  #giveBack(msg: Msg): void {
+    try {
+      msg.respond('-NAK');
+    } catch {
+      // The connection is closed: the server offers the message again after its ack_wait.
+    }
+  }
+}

@@ -1,0 +1,217 @@
+import type { MsgHdrs } from '@nats-io/transport-node';
+import type { SendErrorKind } from '../../producer/errors.js';
+import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { encodeNatsHeaders } from './codec.js';
+import { openClients, type JetStreamClients } from './connection.js';
+import type { DeliveryOwner } from './delivery.js';
+import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
+import type { JetStreamNames } from './names.js';
+import { leaseOption, resolveJetStreamOptions, type JetStreamTransportOptions, type ResolvedJetStreamOptions } from './options.js';
+import { classifyJetStreamSendError } from './send-errors.js';
+import { ServerClock } from './server-clock.js';
+import { JetStreamSubscription } from './subscription.js';
+import { Topology } from './topology.js';
+
+/**
+ * The NATS JetStream transport: each queue is a work-queue stream read
+ * through one durable pull consumer; delayed retries wait in the prefix's
+ * delay stream, held by the server, until a consumer of their queue moves
+ * them back; an error queue is a stream like any other queue.
+ *
+ * - A delivery's lease is the consumer's `ack_wait`; a consumer that holds
+ *   a message past it loses it to another (its delivery count goes up).
+ * - `retryLater` and `deadLetter` store the copy first and ack the original
+ *   after: a crash in between leaves a duplicate, never a loss, and
+ *   `Nats-Msg-Id` makes every copy's second publish a no-op.
+ * - Consumers pull only as many messages as they have room for.
+ *
+ * Durability is the server's: see docs/jetstream.md.
+ */
+export class JetStreamTransport implements Transport {
+  readonly name = 'jetstream';
+  readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: false };
+  /** The stream, subject and consumer names of this transport's prefix. */
+  readonly names: JetStreamNames;
+  readonly #options: ResolvedJetStreamOptions;
+  readonly #serverClock: ServerClock;
+  readonly #subscriptions = new Set<JetStreamSubscription>();
+  #clients: Promise<JetStreamClients> | undefined;
+  #topology: Promise<Topology> | undefined;
+  #closed = false;
+
+  /** Checks the options; connects on first use. Throws if an option is invalid. */
+  constructor(options: JetStreamTransportOptions = {}) {
+    this.#options = resolveJetStreamOptions(options);
+    this.names = this.#options.names;
+    this.#serverClock = new ServerClock(() => this.ready(), () => this.topology(), this.#options.clock, this.#options.logger);
+  }
+
+  /** The connection and its JetStream clients, connecting on first use (an own connection waits for a server as long as it takes). */
+  ready(): Promise<JetStreamClients> {
+    if (this.#clients === undefined) {
+      const pending = openClients(this.#options, () => this.#reconnected());
+      this.#clients = pending;
+      pending.catch(() => {
+        if (this.#clients === pending) this.#clients = undefined;
+      });
+    }
+    return this.#clients;
+  }
+
+  /** Makes the streams and consumers queues need, each once. */
+  topology(): Promise<Topology> {
+    this.#topology ??= this.ready().then(({ jsm }) => new Topology(jsm, this.#options));
+    this.#topology.catch(() => {
+      this.#topology = undefined;
+    });
+    return this.#topology;
+  }
+
+  /**
+   * Puts a message on `queue` (making its stream when missing) and resolves
+   * once the stream stored it. The message id is the `Nats-Msg-Id`: a second
+   * send of the same id within the stream's duplicate window stores nothing.
+   */
+  async send(queue: string, message: OutgoingMessage): Promise<void> {
+    checkQueue(queue, 'send');
+    if (this.#closed) throw new TransportClosedError('send');
+    const { id, body, headers } = checkMessage(message);
+    const hdrs = encodeNatsHeaders(id, headers);
+    const { nc } = await this.ready();
+    const size = body.byteLength + headerBytes(hdrs);
+    const maxPayload = nc.info?.max_payload;
+    if (maxPayload !== undefined && size > maxPayload) throw new MessageTooLargeError(size, maxPayload);
+    const topology = await this.topology();
+    const names = await topology.queue(queue, 'work');
+    try {
+      await this.#publish(names.subject, body, hdrs, id, async () => {
+        topology.forget(queue);
+        await topology.queue(queue, 'work');
+      });
+    } catch (error) {
+      if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error).message ?? error));
+      throw error;
+    }
+  }
+
+  async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
+    checkQueue(queue, 'consume');
+    if (this.#closed) throw new TransportClosedError('consume');
+    checkListener(listener);
+    const prefetch = checkPrefetch(options?.prefetch, 'consume');
+    const o = this.#options;
+    const clients = await this.ready();
+    const topology = await this.topology();
+    const subscription = new JetStreamSubscription({
+      queue,
+      listener,
+      prefetch,
+      leaseMs: leaseOption('consume leaseMs', options.leaseMs, o.leaseMs),
+      clients,
+      topology,
+      serverClock: this.#serverClock,
+      settlement: this.#settlement(clients, topology),
+      apiTimeoutMs: o.apiTimeoutMs,
+      pullExpiresMs: o.pullExpiresMs,
+      heartbeatMs: o.heartbeatMs,
+      reconnect: o.reconnect,
+      clock: o.clock,
+      random: o.random,
+      logger: o.logger,
+      onClosed: (s) => this.#subscriptions.delete(s),
+    });
+    this.#subscriptions.add(subscription);
+    try {
+      await subscription.open();
+    } catch (error) {
+      await subscription.close();
+      throw error;
+    }
+    return subscription;
+  }
+
+  /**
+   * Closes every subscription and the transport's own connection (never a
+   * connection passed in), after the settlements under way are sent.
+   * Deliveries still unsettled come back to other consumers after their lease.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((s) => s.close()));
+    if (this.#options.connection === undefined && this.#clients !== undefined) {
+      const { nc } = await this.#clients.catch(() => ({ nc: undefined }));
+      await nc?.drain().catch(() => nc.close());
+    }
+  }
+
+  /** See {@link classifyJetStreamSendError}. */
+  classifySendError(error: unknown): SendErrorKind {
+    if (error instanceof TransportClosedError) return 'fatal';
+    return classifyJetStreamSendError(error);
+  }
+
+  #reconnected(): void {
+    for (const subscription of this.#subscriptions) subscription.reconnected();
+  }
+
+  #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settled'> {
+    const { nc } = clients;
+    const timeout = this.#options.apiTimeoutMs;
+    const names = this.names;
+    return {
+      clock: this.#options.clock,
+      confirm: async (reply, payload) => {
+        await nc.request(reply, payload, { timeout });
+      },
+      publish: (subject, body, headers, msgID) =>
+        this.#publish(subject, body, headers, msgID, async () => {
+          if (subject.startsWith(`${names.prefix}.d.`)) {
+            topology.forgetDelays();
+            await topology.delayStream();
+          }
+        }),
+      errorQueueSubject: async (errorQueue) => (await topology.queue(errorQueue, 'error')).subject,
+    };
+  }
+
+  /**
+   * Publishes and waits for the stream to store the message. When no
+   * stream answers (it was deleted, or has no leader for now), `remake`
+   * makes it again and the publish is tried once more with the same id.
+   */
+  async #publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string, remake: () => Promise<void>): Promise<void> {
+    const { js } = await this.ready();
+    const options = { headers, msgID, timeout: this.#options.apiTimeoutMs };
+    try {
+      await js.publish(subject, body, options);
+    } catch (error) {
+      if (!noStreamAnswered(error)) throw error;
+      await remake();
+      await js.publish(subject, body, options);
+    }
+  }
+}
+
+/** Whether a publish found no stream to answer: deleted, or without a leader during an election. */
+function noStreamAnswered(error: unknown): boolean {
+  const e = error as { name?: unknown; message?: unknown; code?: unknown } | null;
+  return /no responders|JetStreamNotEnabled|503/i.test(`${String(e?.name)} ${String(e?.message)} ${String(e?.code)}`);
+}
+
+/** The bytes the headers take on the wire, about: `name: value\r\n` each, plus the status line. */
+function headerBytes(hdrs: MsgHdrs): number {
+  let bytes = 12;
+  for (const name of hdrs.keys()) for (const value of hdrs.values(name)) bytes += name.length + Buffer.byteLength(value) + 4;
+  return bytes;
+}
+
+function checkMessage(message: OutgoingMessage): OutgoingMessage {
+  if (typeof message !== 'object' || message === null) throw new TypeError('send: message must be an object');
+  const { id, body, headers } = message;
+  if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
+  if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
+  if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
+  return message;
+}
