@@ -37,6 +37,18 @@ else
   echo "ci: Redis is up on 6379"
 fi
 
+# NATS with JetStream for the JetStream transport's tests: the machine's server (the fault suite starts its own).
+if ! listening 4222; then
+  echo "ci: starting NATS"
+  mkdir -p /var/lib/nats-server
+  # The pid file scopes the "already running" check to this server: without it any nats-server (a fault suite's own) counts.
+  start-stop-daemon --start --oknodo --background --pidfile /run/nats-server-4222.pid --make-pidfile --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
+  wait_for NATS 4222 30 || exit 1
+else
+  echo "ci: NATS is up on 4222"
+fi
+
 # The dashboard's browser test drives Debian's Chromium (a browser download cannot work here).
 if ! command -v chromium >/dev/null 2>&1; then
   echo "ci: installing chromium"

@@ -4,12 +4,13 @@
  * row per scenario, the elapsed time, and one JSON line; exits 1 when any
  * scenario lost a message or could not run.
  *
- * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis] [--messages N] [--seed N]
+ * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream] [--messages N] [--seed N]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
@@ -33,7 +34,7 @@ if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages mu
 const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
 if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
 const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
-if (!['all', 'sqlite', 'rabbitmq', 'redis'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis or all`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream or all`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -47,6 +48,10 @@ if (wanted('rabbitmq')) {
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
 }
 if (wanted('redis')) adapters.push(() => new RedisFaultAdapter({ log }));
+if (wanted('jetstream')) {
+  adapters.push(() => new JetStreamFaultAdapter({ log }));
+  if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new JetStreamFaultAdapter({ nodes: 3, log }));
+}
 
 const results: ScenarioResult[] = [];
 let failures = 0;
@@ -55,7 +60,7 @@ for (const make of adapters) {
   const applicable = scenarios.filter((s) => !adapter.skipReason(s.name));
   const skippedHere = scenarios.filter((s) => adapter.skipReason(s.name));
   // A cluster row is only worth printing for the scenario it runs.
-  const toReport = adapter.transport.startsWith('rabbitmq-') ? [] : skippedHere;
+  const toReport = /-\d+-node$/.test(adapter.transport) ? [] : skippedHere;
   for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
   if (applicable.length === 0) continue;
   log(`starting ${adapter.transport}`);

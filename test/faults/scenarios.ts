@@ -126,6 +126,20 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    name: 'broker-stall',
+    title: 'broker frozen (SIGSTOP) for 10 s with delayed retries pending, then resumed',
+    // Longer than the lease, the pull heartbeats and the API timeouts, shorter than the clients' ping interval: nobody disconnects.
+    workload: (messages) => ({ messages, delayStepMs: 2_000 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.3);
+      const pending = await delayedPending(context, 20);
+      await context.adapter.stallBroker!(10_000);
+      context.faultDone(`broker frozen for 10 s with ${pending} delayed retries pending, then resumed`);
+    },
+  },
+  {
     name: 'memory-alarm',
     title: 'broker memory alarm during sends, then during settlements',
     workload: (messages) => ({ messages }),

@@ -3,7 +3,9 @@
  * its transport: a plain-JSON description passed to child processes on the
  * command line, so every process of a scenario uses the same store or broker.
  */
+import type { Logger } from '../../src/logger.js';
 import type { Transport } from '../../src/transport/types.js';
+import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
@@ -26,12 +28,33 @@ export type TransportSpec =
       readonly connectionName: string;
       /** The scenario's own key prefix, so its keys are apart from every other scenario's. */
       readonly keyPrefix: string;
+    }
+  | {
+      readonly kind: 'jetstream';
+      /** The server URLs this process may connect to; servers the cluster announces are ignored. */
+      readonly servers: readonly string[];
+      /** Unique per process, for the server's monitoring. */
+      readonly connectionName: string;
+      /** The scenario's own stream and subject prefix, so its streams are apart from every other scenario's. */
+      readonly prefix: string;
+      /** Copies of each stream: 1 on one server, 3 on the cluster. */
+      readonly replicas: number;
     };
 
 /** Opens the transport `spec` describes, with default settings. */
 export function openSpec(spec: TransportSpec): Transport {
   if (spec.kind === 'sqlite') return new SqliteTransport({ path: spec.path, pollIntervalMs: 50 });
   if (spec.kind === 'redis') return new RedisTransport({ url: spec.url, connectionName: spec.connectionName, keyPrefix: spec.keyPrefix });
+  if (spec.kind === 'jetstream') {
+    return new JetStreamTransport({
+      servers: spec.servers,
+      connectionName: spec.connectionName,
+      prefix: spec.prefix,
+      replicas: spec.replicas,
+      connectionOptions: { ignoreClusterUpdates: true },
+      logger: outputLogger,
+    });
+  }
   return new RabbitMqTransport({
     url: spec.url,
     connectionName: spec.connectionName,
@@ -40,7 +63,14 @@ export function openSpec(spec: TransportSpec): Transport {
   });
 }
 
-/** The same spec, with the connection named `connectionName` (RabbitMQ and Redis; SQLite has no connection). */
+/** Writes the transport's log lines, time-stamped, to the process's output (a child's `.out` file in the evidence). */
+const outputLogger: Logger = {
+  info: (fields, message) => console.error(`${new Date().toISOString()} info ${message} ${JSON.stringify(fields)}`),
+  warn: (fields, message) => console.error(`${new Date().toISOString()} warn ${message} ${JSON.stringify(fields)}`),
+  error: (fields, message) => console.error(`${new Date().toISOString()} error ${message} ${JSON.stringify(fields)}`),
+};
+
+/** The same spec, with the connection named `connectionName` (RabbitMQ, Redis and JetStream; SQLite has no connection). */
 export function named(spec: TransportSpec, connectionName: string): TransportSpec {
   return spec.kind === 'sqlite' ? spec : { ...spec, connectionName };
 }

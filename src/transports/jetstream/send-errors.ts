@@ -2,6 +2,7 @@ import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
 
 /** JetStream API error codes a send can meet, by what they mean for a retry. */
 const THROTTLED_CODES = new Set([
+  10002, // resource limits exceeded for account (the account's JetStream storage limit is used up)
   10077, // maximum messages exceeded (a stream at max_msgs with discard new)
   10078, // maximum bytes exceeded
   10023, // insufficient resources (the server's JetStream storage is full)
@@ -11,9 +12,9 @@ const THROTTLED_CODES = new Set([
 
 /**
  * How a `Producer` treats an error of a JetStream send:
- * - a full stream (`maximum messages exceeded`, `maximum bytes exceeded`)
- *   and a server out of storage are throttling: back off until consumers
- *   or operators make room;
+ * - a full stream (`maximum messages exceeded`, `maximum bytes exceeded`),
+ *   a server out of storage and an account at its storage limit are
+ *   throttling: back off until consumers or operators make room;
  * - no responders (a stream without a leader during an election, a server
  *   restarting), timeouts and connection errors are transient;
  * - a message too large for the server, bad input and any other API error
@@ -27,7 +28,7 @@ export function classifyJetStreamSendError(error: unknown): SendErrorKind {
   const name = typeof e?.name === 'string' ? e.name : '';
   const message = typeof e?.message === 'string' ? e.message : '';
   if (typeof e?.code === 'number' && THROTTLED_CODES.has(e.code)) return 'throttled';
-  if (/maximum (messages|bytes) exceeded|insufficient (storage )?resources/i.test(message)) return 'throttled';
+  if (/maximum (messages|bytes) exceeded|insufficient (storage )?resources|resource limits exceeded/i.test(message)) return 'throttled';
   if (/max_?payload|MaxPayloadExceeded/i.test(message) || name === 'InvalidArgumentError' || name === 'InvalidSubjectError') return 'fatal';
   if (name === 'JetStreamApiError') return (e as { status?: number }).status === 503 ? 'transient' : 'fatal';
   return 'transient';

@@ -150,6 +150,7 @@ export class JetStreamSubscription implements Subscription {
       clock: o.clock,
       logger: o.logger,
       onGone: (reason) => void this.#reopen(reason),
+      confirm: o.settlement.confirm,
     });
     this.#topUp();
   }

@@ -13,6 +13,7 @@ import { ServerClock } from './server-clock.js';
 import { JetStreamOperations } from './operations.js';
 import { JetStreamSubscription } from './subscription.js';
 import { Topology } from './topology.js';
+import { TurnFlush } from './turn-flush.js';
 
 /**
  * The NATS JetStream transport: each queue is a work-queue stream read
@@ -171,14 +172,11 @@ export class JetStreamTransport implements Transport {
   }
 
   #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settled'> {
-    const { nc } = clients;
-    const timeout = this.#options.apiTimeoutMs;
     const names = this.names;
+    const flush = new TurnFlush(clients.nc, this.#options.apiTimeoutMs, this.#options.clock);
     return {
       clock: this.#options.clock,
-      confirm: async (reply, payload) => {
-        await nc.request(reply, payload, { timeout });
-      },
+      confirm: (reply, payload) => flush.publish(reply, payload),
       publish: (subject, body, headers, msgID) =>
         this.#publish(subject, body, headers, msgID, async () => {
           if (subject.startsWith(`${names.prefix}.d.`)) {

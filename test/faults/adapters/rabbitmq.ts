@@ -20,6 +20,7 @@ export interface RabbitMqFaultAdapterOptions {
 }
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
+  'broker-stall': 'not covered on RabbitMQ yet',
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
 

@@ -21,6 +21,7 @@ export interface RedisFaultAdapterOptions {
 }
 
 const SKIPS: Record<string, string> = {
+  'broker-stall': 'not covered on Redis yet',
   'error-queue-full':
     'a Redis stream has no bound that refuses a write (MAXLEN trims the oldest entries instead): an error stream cannot be full; maxLength bounds sends only',
   'cluster-leader-kill':

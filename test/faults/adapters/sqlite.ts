@@ -10,6 +10,7 @@ import { browseErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
 
 const SKIPS: Record<string, string> = {
+  'broker-stall': 'no broker process to freeze: the store lives in the worker',
   'connection-cut': 'no connection: the store is a file opened in the worker process',
   'memory-alarm': 'no broker, so no broker memory alarm',
   'queue-deleted': 'queues are rows of one file, not objects an operator deletes',

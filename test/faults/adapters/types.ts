@@ -57,6 +57,8 @@ export interface FaultAdapter {
   killBroker?(scope: Scope): Promise<void>;
   /** Stops the broker gracefully and starts it again; absent when the store lives in the worker's process. */
   restartBroker?(scope: Scope): Promise<void>;
+  /** Freezes the broker (SIGSTOP) for `ms`, connections open, then lets it run again (SIGCONT). */
+  stallBroker?(ms: number): Promise<void>;
   /** Cuts the connections of this scope's processes from the broker's side. */
   cutConnections?(scope: Scope): Promise<number>;
   /** Raises or clears a broker memory alarm. */

@@ -1,0 +1,248 @@
+/**
+ * The fault suite on NATS JetStream: a server (or a three-node cluster) of
+ * the suite's own, never the shared one on 4222. Each scenario has its own
+ * stream prefix, so the streams it reads at the end hold only its own
+ * messages. Depths and ids are read off the server over the adapter's own
+ * connection, not through the transport under test.
+ *
+ * On one server, each scenario's workers and producer connect through a TCP
+ * proxy of the scenario's own: NATS 2.9 has no API that closes one client's
+ * connection (`$SYS.REQ.SERVER.<id>.KICK` came with 2.10), so the proxy
+ * closes them. On the cluster, they connect to node 1 only, and the leader
+ * kill picks another node.
+ */
+import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type MsgRequest } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
+import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type QueueNames } from '../../../src/transports/jetstream/names.js';
+import { JETSTREAM_DEFAULTS } from '../../../src/transports/jetstream/options.js';
+import { isNotFound } from '../../../src/transports/jetstream/topology.js';
+import { NatsCluster } from '../../support/nats-node.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
+import type { TransportSpec } from '../transport-spec.js';
+import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+
+/** Options of {@link JetStreamFaultAdapter}. */
+export interface JetStreamFaultAdapterOptions {
+  /** 1 for one server with streams of one replica, 3 for a cluster with three replicas. Default 1. */
+  readonly nodes?: number;
+  /** Progress lines. Default silent. */
+  readonly log?: (line: string) => void;
+}
+
+const SINGLE_NODE_SKIPS: Record<string, string> = {
+  'cli-retry-kill': 'the redeliver CLI has no JetStream target',
+  'cluster-leader-kill': 'needs the three-node cluster adapter',
+};
+
+/** The node the cluster's clients connect to; the leader kill never picks it. */
+const CLIENT_NODE = 1;
+/** Step-downs tried to put a stream's leader and its consumer's leader on the same node. */
+const STEP_DOWNS = 10;
+const NS_PER_MS = 1_000_000;
+
+/** The JetStream adapter, on servers of its own. */
+export class JetStreamFaultAdapter implements FaultAdapter {
+  readonly transport: string;
+  readonly #nodes: number;
+  readonly #log: (line: string) => void;
+  #cluster?: NatsCluster;
+  #harness?: { nc: NatsConnection; jsm: JetStreamManager };
+  /** The names of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
+  readonly #queues = new Map<string, QueueNames>();
+  /** Each live scope's proxy, by label (one server only). */
+  readonly #proxies = new Map<string, TcpProxy>();
+
+  constructor(options: JetStreamFaultAdapterOptions = {}) {
+    this.#nodes = options.nodes ?? 1;
+    this.#log = options.log ?? (() => undefined);
+    this.transport = this.#nodes === 1 ? 'jetstream' : `jetstream-${this.#nodes}-node`;
+  }
+
+  skipReason(scenario: string): string | undefined {
+    if (this.#nodes === 1) return SINGLE_NODE_SKIPS[scenario];
+    return scenario === 'cluster-leader-kill' ? undefined : 'the cluster runs the leader-kill scenario only';
+  }
+
+  get cluster(): NatsCluster {
+    if (!this.#cluster) throw new Error('JetStreamFaultAdapter: start() first');
+    return this.#cluster;
+  }
+
+  async start(): Promise<void> {
+    this.#cluster = await NatsCluster.start({ nodes: this.#nodes, log: this.#log });
+    const nc = await connect({
+      servers: this.cluster.nodes.map((node) => this.cluster.url(node)),
+      name: 'faults-harness',
+      ignoreClusterUpdates: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
+    this.#harness = { nc, jsm: await jetstreamManager(nc, { timeout: 5_000, checkAPI: false }) };
+  }
+
+  async stop(): Promise<void> {
+    for (const proxy of this.#proxies.values()) await proxy.close();
+    this.#proxies.clear();
+    await this.#harness?.nc.close().catch(() => undefined);
+    await this.#cluster?.stop();
+  }
+
+  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+    const names = new JetStreamNames(label);
+    const queue = label;
+    const errorQueue = `${label}.error`;
+    const work = names.of(queue);
+    const error = names.of(errorQueue);
+    this.#queues.set(queue, work);
+    this.#queues.set(errorQueue, error);
+    const replicas = this.#nodes === 1 ? 1 : 3;
+    let servers = [this.cluster.url(CLIENT_NODE)];
+    if (this.#nodes === 1) {
+      const proxy = await TcpProxy.start(this.cluster.port(1));
+      this.#proxies.set(label, proxy);
+      servers = [`nats://127.0.0.1:${proxy.port}`];
+    }
+    if (options.errorQueueMaxLength !== undefined) {
+      // The error queue's stream made first, as the transport would make it, but bounded: a dead-letter to a full one is refused.
+      await this.#jsm.streams.add({
+        name: error.stream,
+        subjects: [error.subject],
+        description: QUEUE_DESCRIPTION.error,
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        discard: DiscardPolicy.New,
+        num_replicas: replicas,
+        duplicate_window: JETSTREAM_DEFAULTS.duplicateWindowMs * NS_PER_MS,
+        max_msgs: options.errorQueueMaxLength,
+      });
+    }
+    const spec = (role: string): TransportSpec => ({ kind: 'jetstream', servers, connectionName: `${label}-${role}`, prefix: label, replicas });
+    return {
+      label,
+      queue,
+      errorQueue,
+      cliTarget: servers[0]!,
+      spec,
+      errorCount: () => this.#messages(error.stream),
+      delayedCount: () => this.#messages(names.delayStream),
+      errorIds: () => this.#ids(error.stream, error.subject),
+      pendingIds: async () => [...(await this.#ids(work.stream, work.subject)), ...(await this.#ids(names.delayStream, work.delaySubject))],
+      cleanup: async () => {
+        this.#queues.delete(queue);
+        this.#queues.delete(errorQueue);
+        await this.#proxies.get(label)?.close();
+        this.#proxies.delete(label);
+        for (const stream of [work.stream, error.stream, names.delayStream, names.clockStream]) {
+          await this.#jsm.streams.delete(stream).catch(() => undefined);
+        }
+      },
+    };
+  }
+
+  async killBroker(): Promise<void> {
+    await this.cluster.kill(1);
+    await this.cluster.boot(1);
+  }
+
+  async restartBroker(): Promise<void> {
+    await this.cluster.restart(1);
+  }
+
+  async stallBroker(ms: number): Promise<void> {
+    this.cluster.stall(1);
+    try {
+      await new Promise((r) => setTimeout(r, ms));
+    } finally {
+      this.cluster.resume(1);
+    }
+  }
+
+  async cutConnections(scope: Scope): Promise<number> {
+    const proxy = this.#proxies.get(scope.label);
+    if (!proxy) throw new Error(`JetStreamFaultAdapter: ${scope.label} has no proxy to cut (one server only)`);
+    const cut = proxy.cut();
+    this.#log(`cut ${cut} connection(s) of ${scope.label}`);
+    return cut;
+  }
+
+  async memoryAlarm(on: boolean): Promise<void> {
+    await this.cluster.limitStorage(on ? 1 : undefined);
+  }
+
+  /**
+   * Deletes a queue's stream when it holds no message. The stream is first
+   * moved off its subject, so no publish can land between the check and the
+   * deletion; when it is not empty it gets its subject back.
+   */
+  async deleteQueueIfEmpty(queue: string): Promise<boolean> {
+    const names = this.#queues.get(queue);
+    if (!names) throw new Error(`JetStreamFaultAdapter: ${queue} is not a queue of a live scope`);
+    const jsm = this.#jsm;
+    const info = await jsm.streams.info(names.stream).catch((error: unknown) => {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    });
+    if (info === undefined) return true;
+    if (info.state.messages > 0) return false;
+    await jsm.streams.update(names.stream, { ...info.config, subjects: [`${names.subject}.parked`] });
+    if ((await jsm.streams.info(names.stream)).state.messages === 0) {
+      await jsm.streams.delete(names.stream);
+      return true;
+    }
+    await jsm.streams.update(names.stream, { ...info.config, subjects: [names.subject] });
+    return false;
+  }
+
+  /**
+   * Kills the node leading the work queue's stream, after step-downs have
+   * moved that leadership off the clients' node and put the stream's
+   * consumer's leadership on the same node (the worst case: pull requests
+   * and stored messages lose their leader at once).
+   */
+  async killQueueLeader(scope: Scope): Promise<() => Promise<void>> {
+    const { stream } = this.#queues.get(scope.queue)!;
+    const cluster = this.cluster;
+    let leader = await cluster.streamLeader(stream);
+    for (let i = 0; leader === CLIENT_NODE && i < STEP_DOWNS; i++) leader = await cluster.stepDownStream(stream);
+    if (leader === CLIENT_NODE) throw new Error(`the clients' node ${CLIENT_NODE} still leads ${stream} after ${STEP_DOWNS} step-downs`);
+    let consumer = await cluster.consumerLeader(stream, QUEUE_CONSUMER);
+    for (let i = 0; consumer !== leader && i < STEP_DOWNS; i++) consumer = await cluster.stepDownConsumer(stream, QUEUE_CONSUMER);
+    this.#log(`${stream}: stream leader node ${leader}, consumer leader node ${consumer}, clients on node ${CLIENT_NODE}`);
+    await cluster.kill(leader);
+    return () => cluster.boot(leader);
+  }
+
+  get #jsm(): JetStreamManager {
+    if (!this.#harness) throw new Error('JetStreamFaultAdapter: start() first');
+    return this.#harness.jsm;
+  }
+
+  /** Messages in `stream` now; 0 when it does not exist. */
+  async #messages(stream: string): Promise<number> {
+    return this.#jsm.streams.info(stream).then(
+      (info) => info.state.messages,
+      (error: unknown) => {
+        if (isNotFound(error)) return 0;
+        throw error;
+      },
+    );
+  }
+
+  /** The message ids of every message of `stream` on `subject`, read without removing them; none when the stream does not exist. */
+  async #ids(stream: string, subject: string): Promise<string[]> {
+    const ids: string[] = [];
+    for (let seq = 1; ; ) {
+      // The server's MSG.GET takes `next_by_subj` (the first message at or after `seq` on the subject); the client's type leaves it out.
+      const query = { seq, next_by_subj: subject } as MsgRequest;
+      const message = await this.#jsm.streams.getMessage(stream, query).catch((error: unknown) => {
+        if (isNotFound(error)) return null;
+        throw error;
+      });
+      if (message === null) return ids;
+      const decoded = decodeNatsHeaders(message.header);
+      ids.push(decoded.id ?? decoded.natsMsgId ?? `${stream}:${message.seq}`);
+      seq = message.seq + 1;
+    }
+  }
+}
