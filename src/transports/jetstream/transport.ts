@@ -105,6 +105,7 @@ export class JetStreamTransport implements Transport {
       await this.#publish(names.subject, body, hdrs, sendMsgId(id, headers), async () => {
         topology.forget(queue);
         await topology.queue(queue, 'work');
+        await topology.awaitLeader(queue);
       });
     } catch (error) {
       if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error | null)?.message ?? error));
@@ -193,7 +194,8 @@ export class JetStreamTransport implements Transport {
   /**
    * Publishes and waits for the stream to store the message. When no
    * stream answers (it was deleted, or has no leader for now), `remake`
-   * makes it again and the publish is tried once more with the same id.
+   * makes it again or waits for its leader, and the publish is tried once
+   * more with the same id.
    */
   async #publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string, remake: () => Promise<void>): Promise<void> {
     const { js } = await this.ready();
