@@ -11,6 +11,8 @@
  * closes them. On the cluster, they connect to node 1 only, and the leader
  * kill picks another node.
  */
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type MsgRequest } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
@@ -88,7 +90,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     await this.#cluster?.stop();
   }
 
-  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+  async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
     const names = new JetStreamNames(label);
     const queue = label;
     const errorQueue = `${label}.error`;
@@ -136,6 +138,8 @@ export class JetStreamFaultAdapter implements FaultAdapter {
         for (const stream of [work.stream, error.stream, names.delayStream, names.clockStream]) {
           await this.#jsm.streams.delete(stream).catch(() => undefined);
         }
+        // The servers' logs so far, beside the scenario's evidence.
+        for (const node of this.cluster.nodes) copyFileSync(this.cluster.logPath(node), join(dir, `nats-n${node}.log`));
       },
     };
   }
