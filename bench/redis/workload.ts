@@ -35,10 +35,10 @@ export function failingFirst(n: number, share: number, seed: number): boolean[] 
   return Array.from({ length: n }, () => random() < share);
 }
 
-/** `m` delays uniform in [{@link MIN_DELAY_MS}, {@link MAX_DELAY_MS}), whole milliseconds, drawn with `seed`. */
-export function uniformDelays(m: number, seed: number): number[] {
+/** `m` delays uniform in [`min`, `max`) (default [{@link MIN_DELAY_MS}, {@link MAX_DELAY_MS})), whole milliseconds, drawn with `seed`. */
+export function uniformDelays(m: number, seed: number, min = MIN_DELAY_MS, max = MAX_DELAY_MS): number[] {
   const random = seededRandom(seed);
-  return Array.from({ length: m }, () => MIN_DELAY_MS + Math.floor(random() * (MAX_DELAY_MS - MIN_DELAY_MS)));
+  return Array.from({ length: m }, () => min + Math.floor(random() * (max - min)));
 }
 
 /** One side's run of a throughput case. */

@@ -6,9 +6,10 @@ import { UnrecoverableError } from '../policy/errors.js';
 import { Producer } from '../producer/producer.js';
 import { seededRandom } from '../time/random.js';
 import { SqliteTransport } from '../transports/sqlite/index.js';
+import type { JetStreamTransport } from '../transports/jetstream/index.js';
 import type { RedisTransport } from '../transports/redis/index.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
-import { UsageError } from './open-transport.js';
+import { closingConnection, connectNats, jetStreamModule, NATS_PREFIX_ENV, UsageError } from './open-transport.js';
 
 /** Options of the demo. */
 export interface DemoOptions {
@@ -22,9 +23,9 @@ export interface DemoOptions {
    * `-shm` files) when it exists. A file named here must not exist yet.
    */
   file?: string | undefined;
-  /** Where the demo's queues live: `sqlite` (a file) or `redis` (a server). Default `sqlite`. */
-  transport?: 'sqlite' | 'redis' | undefined;
-  /** The Redis server, with `transport: 'redis'`. Default `redis://127.0.0.1:6379`. */
+  /** Where the demo's queues live: `sqlite` (a file), `redis` or `jetstream` (a server). Default `sqlite`. */
+  transport?: 'sqlite' | 'redis' | 'jetstream' | undefined;
+  /** The server, with `transport: 'redis'` (default `redis://127.0.0.1:6379`) or `'jetstream'` (default `nats://127.0.0.1:4222`). */
   url?: string | undefined;
   /** Where progress goes. */
   out: NodeJS.WriteStream;
@@ -32,6 +33,9 @@ export interface DemoOptions {
 
 /** The key prefix of the demo's queues on Redis: an earlier run's keys under it are replaced, no others are touched. */
 export const DEMO_REDIS_PREFIX = 'redeliver-demo';
+
+/** The stream prefix of the demo's queues on NATS JetStream: an earlier run's streams under it are replaced, no others are touched. */
+export const DEMO_NATS_PREFIX = 'redeliver-demo';
 
 class ValidationError extends UnrecoverableError {
   override readonly name = 'ValidationError';
@@ -130,7 +134,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 }
 
 interface DemoTransport {
-  readonly transport: SqliteTransport | RedisTransport;
+  readonly transport: SqliteTransport | RedisTransport | JetStreamTransport;
   /** What the demo runs on, for its first line. */
   readonly where: string;
   readonly replaced: boolean;
@@ -154,7 +158,8 @@ async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
     const replaced = options.file === undefined ? removeDemoFile(file) : refuseExisting(file);
     return { transport: new SqliteTransport({ path: file }), where: file, replaced, target: { target: file } };
   }
-  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite or redis, got ${String(options.transport)}`);
+  if (options.transport === 'jetstream') return openJetStreamDemo(options);
+  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite, redis or jetstream, got ${String(options.transport)}`);
   if (options.file !== undefined) throw new UsageError('--file is for the SQLite demo; the Redis demo keeps its queues under the key prefix redeliver-demo');
   let module: typeof import('../transports/redis/index.js');
   try {
@@ -177,6 +182,33 @@ async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
     target: { target: url, env: `REDELIVER_REDIS_PREFIX=${DEMO_REDIS_PREFIX}` },
     ...(warnings.length > 0 ? { note: `note: ${warnings.join('; ')}` } : {}),
   };
+}
+
+async function openJetStreamDemo(options: DemoOptions): Promise<DemoTransport> {
+  if (options.file !== undefined) throw new UsageError(`--file is for the SQLite demo; the JetStream demo keeps its queues under the stream prefix ${DEMO_NATS_PREFIX}`);
+  const module = await jetStreamModule('the JetStream demo');
+  const url = options.url ?? module.JETSTREAM_DEFAULTS.servers;
+  const connection = await connectNats(url, 'redeliver-demo');
+  const transport = closingConnection(new module.JetStreamTransport({ connection, prefix: DEMO_NATS_PREFIX }), connection);
+  const replaced = await removeDemoStreams(transport).catch(async (error: unknown) => {
+    await transport.close().catch(() => undefined);
+    throw error;
+  });
+  return {
+    transport,
+    where: `NATS JetStream at ${url.replace(/\/\/[^@]*@/, '//')}, stream prefix ${DEMO_NATS_PREFIX}`,
+    replaced,
+    target: { target: url, env: `${NATS_PREFIX_ENV}=${DEMO_NATS_PREFIX}` },
+  };
+}
+
+/** Deletes the streams (and so the consumers) of an earlier JetStream demo, and only those; resolves whether there were any. */
+async function removeDemoStreams(transport: JetStreamTransport): Promise<boolean> {
+  const { jsm } = await transport.ready();
+  const doomed: string[] = [];
+  for await (const name of jsm.streams.names()) if (transport.names.ownsStream(name)) doomed.push(name);
+  for (const name of doomed) await jsm.streams.delete(name);
+  return doomed.length > 0;
 }
 
 /** Deletes the keys of an earlier Redis demo, and only those; resolves whether there were any. */

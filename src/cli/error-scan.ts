@@ -66,6 +66,7 @@ const KEY_FORMATS: Readonly<Record<string, { pattern: RegExp; description: strin
   sqlite: { pattern: /^\d{1,15}$/, description: 'whole numbers' },
   memory: { pattern: /^\d{1,15}$/, description: 'whole numbers' },
   redis: { pattern: /^\d{1,20}-\d{1,20}$/, description: 'stream entry ids such as 1700000000000-0' },
+  jetstream: { pattern: /^[1-9]\d{0,15}$/, description: 'stream sequence numbers such as 17' },
 };
 
 /** What any transport's key looks like: printable, at most 1024 characters. */

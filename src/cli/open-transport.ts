@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Transport } from '../transport/types.js';
 
 /** Thrown for a command-line input that cannot work; the CLI prints it and exits with code 2. */
@@ -12,6 +13,15 @@ export const TARGET_ENV = 'REDELIVER_URL';
 /** The environment variable that holds the key prefix of a `redis://` target; default `redeliver`, the transport's. */
 export const REDIS_PREFIX_ENV = 'REDELIVER_REDIS_PREFIX';
 
+/** The environment variable that holds the stream prefix of a `nats://` target; default `redeliver`, the transport's. */
+export const NATS_PREFIX_ENV = 'REDELIVER_NATS_PREFIX';
+
+/** How long connecting to a `nats://` target may take before the command gives up, ms. */
+export const NATS_CONNECT_TIMEOUT_MS = 5_000;
+
+/** What the commands take as a target, for messages that list them. */
+const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL or a nats:// URL';
+
 /**
  * The target a command works on: `target` itself, or `$REDELIVER_URL` when
  * it is omitted or `-` (a URL in the environment stays out of the process
@@ -21,7 +31,7 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
   if (target !== undefined && target !== '-') return target;
   const fromEnv = env[TARGET_ENV];
   if (fromEnv === undefined || fromEnv === '') {
-    throw new UsageError(`no target: give the SQLite file an endpoint uses, an amqp:// URL or a redis:// URL, or set ${TARGET_ENV} (and give - or nothing as the target)`);
+    throw new UsageError(`no target: give ${TARGETS}, or set ${TARGET_ENV} (and give - or nothing as the target)`);
   }
   return fromEnv;
 }
@@ -29,11 +39,13 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
 /**
  * Opens the transport a command works on: an `amqp://` or `amqps://` URL is
  * RabbitMQ, a `redis://` or `rediss://` URL is Redis (its keys under the
- * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), anything else a
- * SQLite file, which must exist.
+ * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), a `nats://` URL is
+ * NATS JetStream (its streams under the prefix `env.REDELIVER_NATS_PREFIX`,
+ * or the default), anything else a SQLite file, which must exist.
  */
 export async function openTransport(target: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<Transport> {
   if (/^rediss?:\/\//i.test(target)) return openRedis(target, env[REDIS_PREFIX_ENV]);
+  if (/^nats:\/\//i.test(target)) return openJetStream(target, env[NATS_PREFIX_ENV]);
   if (/^amqps?:\/\//i.test(target)) {
     let module: typeof import('../transports/rabbitmq/index.js');
     try {
@@ -43,7 +55,7 @@ export async function openTransport(target: string, env: Readonly<Record<string,
     }
     return new module.RabbitMqTransport({ url: target, connectionName: 'redeliver-cli' });
   }
-  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL or a redis:// URL)`);
+  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL, a redis:// URL or a nats:// URL)`);
   const { SqliteTransport } = await import('../transports/sqlite/index.js');
   return new SqliteTransport({ path: target });
 }
@@ -89,5 +101,71 @@ function firstConnection(client: import('ioredis').Redis): Promise<void> {
     };
     client.once('ready', ready);
     client.once('error', failed);
+  });
+}
+
+async function openJetStream(url: string, prefix: string | undefined): Promise<Transport> {
+  const module = await jetStreamModule('NATS');
+  let names: InstanceType<typeof module.JetStreamNames>;
+  try {
+    names = new module.JetStreamNames(prefix || module.JETSTREAM_DEFAULTS.prefix);
+  } catch (error) {
+    if (error instanceof RangeError) throw new UsageError(`${error.message} (the prefix comes from ${NATS_PREFIX_ENV})`);
+    throw error;
+  }
+  const connection = await connectNats(url, 'redeliver-cli');
+  return closingConnection(new module.JetStreamTransport({ connection, prefix: names.prefix }), connection);
+}
+
+/** The JetStream transport's module; a UsageError naming the packages when they are not installed. */
+export async function jetStreamModule(what: string): Promise<typeof import('../transports/jetstream/index.js')> {
+  try {
+    return await import('../transports/jetstream/index.js');
+  } catch (error) {
+    throw new UsageError(`${what} needs the @nats-io/transport-node and @nats-io/jetstream packages: npm install @nats-io/transport-node @nats-io/jetstream (${(error as Error).message})`);
+  }
+}
+
+/**
+ * Connects to the NATS server at `url` as `name`, and rejects at once when
+ * it does not answer: a terminal session does not want to wait for a
+ * server. Once connected, the connection reconnects by itself, so a
+ * dashboard rides out a server restart. Credentials in the URL
+ * (`nats://user:password@host`, or `nats://token@host`) are passed as the
+ * server's user and password, or token.
+ */
+export async function connectNats(url: string, name: string): Promise<NatsConnection> {
+  const { connect } = await import('@nats-io/transport-node');
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || parsed.host === '') throw new UsageError(`${url} is not a NATS URL such as nats://127.0.0.1:4222`);
+  const user = decodeURIComponent(parsed.username);
+  const pass = decodeURIComponent(parsed.password);
+  const credentials = user === '' ? {} : pass === '' ? { token: user } : { user, pass };
+  try {
+    return await connect({ servers: `nats://${parsed.host}`, name, timeout: NATS_CONNECT_TIMEOUT_MS, maxReconnectAttempts: -1, ...credentials });
+  } catch (error) {
+    throw new Error(`cannot reach NATS at ${url}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * `transport`, whose `close()` also closes `connection`: the connection
+ * opened for it here, which a transport given a connection never closes.
+ */
+export function closingConnection<T extends Transport>(transport: T, connection: NatsConnection): T {
+  const close = transport.close.bind(transport);
+  return Object.assign(transport, {
+    close: async () => {
+      try {
+        await close();
+      } finally {
+        await connection.close();
+      }
+    },
   });
 }

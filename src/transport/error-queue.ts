@@ -146,9 +146,10 @@ export interface ErrorQueueOperations {
    * exactly those entries; when `store` rejects nothing is removed. Resolves
    * how many entries were handed to `store`. An entry removed by someone else
    * meanwhile is handed over all the same (the other store keys entries, so
-   * it keeps one). Present where reading a queue has no side effects (SQLite):
-   * the error store's ingester then moves entries in bulk instead of
-   * consuming them one by one.
+   * it keeps one). Present where reading a queue has no side effects (SQLite,
+   * JetStream): the error store's ingester then moves entries in bulk instead
+   * of consuming them one by one. JetStream cannot tell which entries a
+   * consumer of the error queue holds, and moves those too.
    */
   drain?(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number>;
 }

@@ -10,10 +10,13 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { redisSkipReason } from '../support/brokers.js';
+import { DEMO_NATS_PREFIX } from '../../src/cli/demo.js';
+import { natsSkipReason, redisSkipReason } from '../support/brokers.js';
+import { deleteJetStreamPrefix } from '../support/jetstream-scratch.js';
 import { cli, sqlite, tempFolder } from './support.js';
 
 const redisSkip = await redisSkipReason();
+const natsSkip = await natsSkipReason();
 
 const folder = tempFolder();
 afterAll(() => folder.cleanup());
@@ -111,9 +114,40 @@ describe('redeliver demo', () => {
     expect(listed.stdout).toContain('"errorName": "ValidationError"');
   });
 
+  it.skipIf(Boolean(natsSkip))('runs on NATS JetStream with --transport jetstream, under its own stream prefix, and names the commands that reach it', async () => {
+    const cwd = folder.path('jetstream');
+    mkdirSync(cwd);
+    const env = { REDELIVER_NATS_PREFIX: DEMO_NATS_PREFIX };
+    try {
+      const run = await demo(cwd, ['--messages', '40', '--transport', 'jetstream']);
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on NATS JetStream at nats:\/\/127\.0\.0\.1:4222, stream prefix redeliver-demo/);
+      expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
+      const [list, show] = nextLines(run.stdout);
+      expect(list).toBe('REDELIVER_NATS_PREFIX=redeliver-demo npx redeliver errors list nats://127.0.0.1:4222');
+      const key = /^REDELIVER_NATS_PREFIX=redeliver-demo npx redeliver errors show nats:\/\/127\.0\.0\.1:4222 (\d+)$/.exec(show!)?.[1];
+      expect(key).toBeDefined();
+      const shown = await cli(['errors', 'show', 'nats://127.0.0.1:4222', key!], { env });
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+
+      const again = await demo(cwd, ['--messages', '40', '--transport', 'jetstream']);
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('(replaced the NATS JetStream at nats://127.0.0.1:4222, stream prefix redeliver-demo of an earlier run)');
+      const listed = await cli(['errors', 'list', 'nats://127.0.0.1:4222', '--json'], { env });
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout).total).toBe(2);
+      expect(listed.stdout).toContain('"errorName": "DeserializationError"');
+      expect(listed.stdout).toContain('"errorName": "ValidationError"');
+    } finally {
+      await deleteJetStreamPrefix(DEMO_NATS_PREFIX);
+    }
+  });
+
   it('refuses an unknown --transport', async () => {
     const run = await demo(folder.path(''), ['--messages', '10', '--transport', 'kafka']);
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/--transport.*kafka.*invalid.*sqlite, redis/s);
+    expect(run.stderr).toMatch(/--transport.*kafka.*invalid.*sqlite, redis, jetstream/s);
   });
 });

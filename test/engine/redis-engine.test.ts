@@ -11,18 +11,12 @@ import { constant } from '../../src/backoff/constant.js';
 import { jsonCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { HEADER } from '../../src/headers/names.js';
+import { itRunsTheSharedEngineCases, waitFor } from './broker-cases.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { REDIS_URL, redisSkipReason } from '../support/brokers.js';
 
 const skip = await redisSkipReason();
 
-async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const started = Date.now();
-  while (!predicate()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe.skipIf(Boolean(skip))('the endpoint on Redis', () => {
   const prefix = `eng-${randomUUID().slice(0, 8)}`;
@@ -73,48 +67,5 @@ describe.skipIf(Boolean(skip))('the endpoint on Redis', () => {
     expect(await admin.zcard(`{${prefix}}:d:orders`)).toBe(0);
   });
 
-  it('handles each of 300 messages once, some after failing twice, never more than its concurrency at a time', async () => {
-    const t = transport();
-    const failures = new Map<string, number>();
-    const handled = new Set<string>();
-    let running = 0;
-    let most = 0;
-    const endpoint = new Endpoint<{ n: number }>({
-      name: 'mixed',
-      transport: t,
-      concurrency: 8,
-      handler: async (message, context) => {
-        running++;
-        most = Math.max(most, running);
-        await new Promise((r) => setTimeout(r, 2));
-        running--;
-        const id = context.messageId;
-        if (message.n % 7 === 0 && (failures.get(id) ?? 0) < 2) {
-          failures.set(id, (failures.get(id) ?? 0) + 1);
-          throw new Error('not yet');
-        }
-        expect(handled.has(id)).toBe(false);
-        handled.add(id);
-      },
-      recoverability: { immediateRetries: 1, delayedRetries: 2, delayedBackoff: constant(100) },
-    });
-    cleanups.push(() => endpoint.stop());
-    await endpoint.start();
-    for (let n = 0; n < 300; n++) await t.send('mixed', { id: `m-${n}`, body: jsonCodec.encode({ n }), headers: {} });
-    await waitFor(() => handled.size === 300, 30_000, `300 handled (have ${handled.size})`);
-    expect(most).toBeLessThanOrEqual(8);
-    expect(endpoint.stats.deadLettered).toBe(0);
-  });
-
-  it('sends a body it cannot decode to the error queue without retrying', async () => {
-    const t = transport();
-    let calls = 0;
-    const endpoint = new Endpoint<unknown>({ name: 'garbled', transport: t, handler: () => void calls++ });
-    cleanups.push(() => endpoint.stop());
-    await endpoint.start();
-    await t.send('garbled', { id: 'bad', body: new TextEncoder().encode('{"orderId": 7,'), headers: {} });
-    await waitFor(() => endpoint.stats.deadLettered === 1, 10_000, 'the dead-letter');
-    expect(calls).toBe(0);
-    expect(await admin.xlen(`{${prefix}}:q:error`)).toBe(1);
-  });
+  itRunsTheSharedEngineCases(transport, cleanups);
 });

@@ -116,3 +116,43 @@ export async function redisSkipReason(): Promise<string | undefined> {
   console.warn(`\n!!! SKIPPING Redis tests: ${reason}. Start Redis or set REDIS_URL to run them. !!!\n`);
   return reason;
 }
+
+/** The NATS URL the tests use: `NATS_URL`, or the local default (a server with JetStream). */
+export const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+
+let nats: Promise<boolean> | undefined;
+
+/** Whether a NATS server with JetStream answers at {@link NATS_URL} (checked once per test file). */
+export function natsAvailable(): Promise<boolean> {
+  nats ??= natsAnswers(NATS_URL);
+  return nats;
+}
+
+/** Whether a NATS server with JetStream enabled answers at `url`, asked once on a connection that does not reconnect. */
+export async function natsAnswers(url: string): Promise<boolean> {
+  const { connect } = await import('@nats-io/transport-node');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  try {
+    const nc = await connect({ servers: url, timeout: 2_000, reconnect: false, name: 'redeliver-test-probe' });
+    try {
+      await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+      return true;
+    } finally {
+      await nc.close();
+    }
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The skip reason for a NATS JetStream suite: undefined when the server is
+ * up. Throws under CI=true when it is not, and warns loudly otherwise.
+ */
+export async function natsSkipReason(): Promise<string | undefined> {
+  if (await natsAvailable()) return undefined;
+  const reason = `NATS with JetStream is not reachable at ${NATS_URL.replace(/\/\/[^@]*@/, '//')}`;
+  if (process.env['CI'] === 'true') throw new Error(`${reason}, and CI=true: broker tests must run in CI`);
+  console.warn(`\n!!! SKIPPING NATS JetStream tests: ${reason}. Start nats-server -js or set NATS_URL to run them. !!!\n`);
+  return reason;
+}

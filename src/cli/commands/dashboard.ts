@@ -29,7 +29,7 @@ export interface DashboardCommandOptions {
   outcomeQueue?: string;
 }
 
-/** `redeliver dashboard [sqlite-file|amqp-url|redis-url]`: serves the operations dashboard until interrupted. */
+/** `redeliver dashboard [sqlite-file|amqp-url|redis-url|nats-url]`: serves the operations dashboard until interrupted. */
 export function registerDashboard(program: Command): void {
   program
     .command('dashboard')

@@ -9,7 +9,7 @@ import type { QueueNames } from './names.js';
 /** What a delivery needs from the consumer that handed it out. */
 export interface DeliveryOwner {
   readonly clock: Clock;
-  /** Sends `payload` (`+ACK`, `-NAK`, `+WPI`) to the delivery's reply subject and waits for the server to confirm it. */
+  /** Sends `payload` (`+ACK`, `-NAK`, `+WPI`) to the delivery's reply subject and waits for the server to have it. */
   confirm(reply: string, payload: string): Promise<void>;
   /** Publishes a copy and resolves once the stream has stored it (or had it already, by its `msgID`). */
   publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string): Promise<void>;

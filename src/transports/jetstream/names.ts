@@ -98,6 +98,11 @@ export class JetStreamNames {
     return names;
   }
 
+  /** Whether `stream` is named as one of this prefix's streams (`<prefix>_…`); prefixes hold no `_`, so no other prefix's are. */
+  ownsStream(stream: string): boolean {
+    return stream.startsWith(`${this.prefix}_`);
+  }
+
   /** The queue a stream's subject belongs to, or undefined when the subject is not one of this prefix's queues. */
   queueOfSubject(subject: string): string | undefined {
     if (!subject.startsWith(this.queueSubjectPrefix)) return undefined;

@@ -10,7 +10,9 @@
  * has room.
  */
 import { createInbox, type Msg, type NatsConnection, type Subscription as NatsSubscription } from '@nats-io/transport-node';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Clock } from '../../time/clock.js';
+import { isNotFound } from './topology.js';
 import type { Logger } from '../../logger.js';
 
 const NS_PER_MS = 1_000_000;
@@ -28,8 +30,22 @@ export interface PullOwner {
   onGone(reason: string): void;
 }
 
+/**
+ * Sees whether a consumer that went silent still exists; a deleted one
+ * is reported to the owner as gone, since pull requests to it are dropped
+ * without an answer.
+ */
+export async function checkConsumer(jsm: JetStreamManager, stream: string, consumer: string, owner: PullOwner): Promise<void> {
+  try {
+    await jsm.consumers.info(stream, consumer);
+  } catch (error) {
+    if (isNotFound(error)) owner.onGone(`${stream}/${consumer} no longer exists`);
+  }
+}
+
 export interface PullerOptions {
   readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
   readonly stream: string;
   readonly consumer: string;
   readonly expiresMs: number;
@@ -126,6 +142,7 @@ export class Puller {
     this.#o.logger?.info({ stream: this.#o.stream, consumer: this.#o.consumer, outstanding: this.#outstanding }, `jetstream: no heartbeat from ${this.#o.stream}/${this.#o.consumer}; sending pull requests again`);
     this.#outstanding = 0;
     this.#lastHeard = this.#o.clock.monotonic();
+    void checkConsumer(this.#o.jsm, this.#o.stream, this.#o.consumer, this.#o.owner);
     this.#o.owner.onRoom();
   }
 }

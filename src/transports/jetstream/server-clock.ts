@@ -48,13 +48,15 @@ export class ServerClock {
       const { js, jsm } = await this.clients();
       const topology = await this.topology();
       await topology.clockStream();
-      const before = this.clock.monotonic();
       const ack = await js.publish(topology.names.clockSubject, new Uint8Array(0));
+      // The server stamped the probe before it acknowledged it: taking the stamp as the time of the
+      // acknowledgement puts the estimate behind the server by at most one round trip, never ahead,
+      // so a retry is never moved before it is due.
+      const acknowledgedAt = this.clock.monotonic();
       const stored = await jsm.streams.getMessage(topology.names.clockStream, { seq: ack.seq });
-      const after = this.clock.monotonic();
       if (stored === null) throw new Error('the probe message was not found');
-      this.#base = { serverMs: stored.time.getTime(), monotonic: (before + after) / 2 };
-      this.#probedAt = after;
+      this.#base = { serverMs: stored.time.getTime(), monotonic: acknowledgedAt };
+      this.#probedAt = this.clock.monotonic();
     } catch (error) {
       this.#probedAt = this.clock.monotonic() - CLOCK_PROBE_INTERVAL_MS + 5_000;
       this.logger?.warn({ error: String(error) }, `jetstream: could not read the server's clock (${String(error)}); delayed retries are timed by this machine's clock meanwhile`);

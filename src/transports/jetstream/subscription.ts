@@ -124,6 +124,7 @@ export class JetStreamSubscription implements Subscription {
     const names = this.#names!;
     this.#puller = new Puller({
       nc: o.clients.nc,
+      jsm: o.clients.jsm,
       stream: names.stream,
       consumer: QUEUE_CONSUMER,
       expiresMs: o.pullExpiresMs,
@@ -138,6 +139,7 @@ export class JetStreamSubscription implements Subscription {
     });
     this.#mover = new DelayMover({
       nc: o.clients.nc,
+      jsm: o.clients.jsm,
       js: o.clients.js,
       names,
       delayStream: o.topology.names.delayStream,
@@ -148,6 +150,7 @@ export class JetStreamSubscription implements Subscription {
       clock: o.clock,
       logger: o.logger,
       onGone: (reason) => void this.#reopen(reason),
+      confirm: o.settlement.confirm,
     });
     this.#topUp();
   }
@@ -164,18 +167,20 @@ export class JetStreamSubscription implements Subscription {
       await mover?.close();
       let previousDelayMs: number | undefined;
       let elapsedMs = 0;
+      // Waits before each try, the first too: a stream made again while the server is still deleting it can lose its files.
       for (let attempt = 1; this.#state !== 'closed'; attempt++) {
+        const delay = o.reconnect({ attempt, previousDelayMs, elapsedMs, random: o.random }) ?? 120_000;
+        previousDelayMs = delay;
+        elapsedMs += delay;
+        await o.clock.sleep(delay, this.#stopping.signal).catch(() => undefined);
+        if (this.#stopping.signal.aborted) return;
         o.topology.forget(o.queue);
         o.topology.forgetDelays();
         try {
           await this.open();
           return;
         } catch (error) {
-          const delay = o.reconnect({ attempt, previousDelayMs, elapsedMs, random: o.random }) ?? 120_000;
-          previousDelayMs = delay;
-          elapsedMs += delay;
-          o.logger?.warn({ queue: o.queue, error: String(error), delayMs: delay }, `jetstream: could not make the consumer of ${o.queue} again (${String(error)}); next try in ${delay} ms`);
-          await o.clock.sleep(delay, this.#stopping.signal).catch(() => undefined);
+          o.logger?.warn({ queue: o.queue, error: String(error) }, `jetstream: could not make the consumer of ${o.queue} again (${String(error)}); trying again`);
         }
       }
     })().finally(() => {

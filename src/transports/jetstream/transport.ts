@@ -10,8 +10,10 @@ import type { JetStreamNames } from './names.js';
 import { leaseOption, resolveJetStreamOptions, type JetStreamTransportOptions, type ResolvedJetStreamOptions } from './options.js';
 import { classifyJetStreamSendError } from './send-errors.js';
 import { ServerClock } from './server-clock.js';
+import { JetStreamOperations } from './operations.js';
 import { JetStreamSubscription } from './subscription.js';
 import { Topology } from './topology.js';
+import { TurnFlush } from './turn-flush.js';
 
 /**
  * The NATS JetStream transport: each queue is a work-queue stream read
@@ -36,6 +38,7 @@ export class JetStreamTransport implements Transport {
   readonly #options: ResolvedJetStreamOptions;
   readonly #serverClock: ServerClock;
   readonly #subscriptions = new Set<JetStreamSubscription>();
+  readonly #operations: JetStreamOperations;
   #clients: Promise<JetStreamClients> | undefined;
   #topology: Promise<Topology> | undefined;
   #closed = false;
@@ -45,6 +48,17 @@ export class JetStreamTransport implements Transport {
     this.#options = resolveJetStreamOptions(options);
     this.names = this.#options.names;
     this.#serverClock = new ServerClock(() => this.ready(), () => this.topology(), this.#options.clock, this.#options.logger);
+    this.#operations = new JetStreamOperations(() => this.ready(), this.names, this.#options.clock);
+  }
+
+  /** Browse, replay and delete error-queue entries (see ./operations.ts). */
+  get errorQueue(): JetStreamOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths: ready, delayed and in flight. */
+  get inspection(): JetStreamOperations {
+    return this.#operations;
   }
 
   /** The connection and its JetStream clients, connecting on first use (an own connection waits for a server as long as it takes). */
@@ -90,7 +104,8 @@ export class JetStreamTransport implements Transport {
         await topology.queue(queue, 'work');
       });
     } catch (error) {
-      if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error).message ?? error));
+      const message = String((error as Error | null)?.message ?? error);
+      if (/maximum (messages|bytes) exceeded/i.test(message)) throw new QueueFullError(queue, message);
       throw error;
     }
   }
@@ -157,14 +172,11 @@ export class JetStreamTransport implements Transport {
   }
 
   #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settled'> {
-    const { nc } = clients;
-    const timeout = this.#options.apiTimeoutMs;
     const names = this.names;
+    const flush = new TurnFlush(clients.nc, this.#options.apiTimeoutMs, this.#options.clock);
     return {
       clock: this.#options.clock,
-      confirm: async (reply, payload) => {
-        await nc.request(reply, payload, { timeout });
-      },
+      confirm: (reply, payload) => flush.publish(reply, payload),
       publish: (subject, body, headers, msgID) =>
         this.#publish(subject, body, headers, msgID, async () => {
           if (subject.startsWith(`${names.prefix}.d.`)) {
