@@ -1,14 +1,17 @@
 /**
  * The short fault suite inside `npm test`: the cheapest scenarios, with few
- * messages, on SQLite, on a RabbitMQ node and on a Redis server of the
- * test's own. Each must lose nothing. The whole suite is `npm run faults`.
+ * messages, on SQLite, on a RabbitMQ node, on a Redis server and on a NATS
+ * server of the test's own. Each must lose nothing. The whole suite is
+ * `npm run faults`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { natsNodeSkipReason } from '../support/nats-node.js';
 import { rabbitNodeSkipReason } from '../support/rabbit-node.js';
 import { redisNodeSkipReason } from '../support/redis-node.js';
+import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
@@ -64,5 +67,19 @@ describe.skipIf(Boolean(redisNodeSkipReason()))('fault suite, short: Redis on a 
 
   it('loses nothing when the server is killed -9 with over 1,000 delayed retries pending (AOF, appendfsync always)', async () => {
     await expectNoLoss(redis, 'broker-kill');
+  }, 240_000);
+});
+
+describe.skipIf(Boolean(natsNodeSkipReason()))('fault suite, short: JetStream on a server of its own', () => {
+  const jetstream = new JetStreamFaultAdapter();
+  beforeAll(() => jetstream.start());
+  afterAll(() => jetstream.stop(), 60_000);
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(jetstream, 'worker-kill');
+  }, 120_000);
+
+  it('loses nothing when the server is killed -9 with over 1,000 delayed retries pending', async () => {
+    await expectNoLoss(jetstream, 'broker-kill');
   }, 240_000);
 });

@@ -170,6 +170,11 @@ export class NatsCluster {
     return join(this.baseDir, this.#slot(index).name);
   }
 
+  /** The log file of node `index`, appended to across kills and restarts. */
+  logPath(index: number): string {
+    return join(this.baseDir, `${this.#slot(index).name}.log`);
+  }
+
   /** The node index whose server name is `serverName` (as JetStream reports leaders), or undefined. */
   indexOf(serverName: string | undefined): number | undefined {
     return this.#slots.find((slot) => slot.name === serverName)?.index;
@@ -181,7 +186,7 @@ export class NatsCluster {
     mkdirSync(this.storeDir(index), { recursive: true });
     this.#writeConfig(slot);
     const started = Date.now();
-    const child = spawn(SERVER, ['-c', this.#configPath(slot), '-l', join(this.baseDir, `${slot.name}.log`)], { detached: true, stdio: 'ignore' });
+    const child = spawn(SERVER, ['-c', this.#configPath(slot), '-l', this.logPath(index)], { detached: true, stdio: 'ignore' });
     child.unref();
     slot.process = child;
     slot.stalled = false;
@@ -190,7 +195,7 @@ export class NatsCluster {
       child.once('error', () => resolve());
     });
     await until(`${slot.name} on ${slot.clientPort} to be ready`, 60_000, async () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`nats-server ${slot.name} exited at start; see ${join(this.baseDir, `${slot.name}.log`)}`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`nats-server ${slot.name} exited at start; see ${this.logPath(index)}`);
       return this.#ready(slot);
     });
     this.#log(`nats-server ${slot.name} up on ${slot.clientPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -2,8 +2,10 @@
  * The fault suite on NATS JetStream: a server (or a three-node cluster) of
  * the suite's own, never the shared one on 4222. Each scenario has its own
  * stream prefix, so the streams it reads at the end hold only its own
- * messages. Depths and ids are read off the server over the adapter's own
- * connection, not through the transport under test.
+ * messages. Depths and pending ids are read off the server over the
+ * adapter's own connection, not through the transport under test;
+ * error-queue ids go through the transport's error-queue operations, as on
+ * every transport.
  *
  * On one server, each scenario's workers and producer connect through a TCP
  * proxy of the scenario's own: NATS 2.9 has no API that closes one client's
@@ -11,15 +13,22 @@
  * closes them. On the cluster, they connect to node 1 only, and the leader
  * kill picks another node.
  */
-import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type MsgRequest } from '@nats-io/jetstream';
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { NATS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
+import type { JetStreamTransport } from '../../../src/transports/jetstream/index.js';
 import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type QueueNames } from '../../../src/transports/jetstream/names.js';
 import { JETSTREAM_DEFAULTS } from '../../../src/transports/jetstream/options.js';
+import { readStream } from '../../../src/transports/jetstream/stream-reader.js';
 import { isNotFound } from '../../../src/transports/jetstream/topology.js';
+import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
-import type { TransportSpec } from '../transport-spec.js';
+import { openSpec, type TransportSpec } from '../transport-spec.js';
+import { browseErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link JetStreamFaultAdapter}. */
@@ -31,7 +40,6 @@ export interface JetStreamFaultAdapterOptions {
 }
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
-  'cli-retry-kill': 'the redeliver CLI has no JetStream target',
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
 
@@ -88,7 +96,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     await this.#cluster?.stop();
   }
 
-  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+  async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
     const names = new JetStreamNames(label);
     const queue = label;
     const errorQueue = `${label}.error`;
@@ -118,24 +126,34 @@ export class JetStreamFaultAdapter implements FaultAdapter {
       });
     }
     const spec = (role: string): TransportSpec => ({ kind: 'jetstream', servers, connectionName: `${label}-${role}`, prefix: label, replicas });
+    // The harness's own transport, for the error-queue operations: connected to the server itself, so no cut reaches it.
+    const direct = this.cluster.url(CLIENT_NODE);
+    const harness = openSpec({ kind: 'jetstream', servers: [direct], connectionName: `${label}-harness`, prefix: label, replicas }) as JetStreamTransport;
+    if (this.#nodes > 1) {
+      // The work stream made first and given a leader, as a deployment would have it: the scenario is about losing that leader.
+      await (await harness.topology()).queue(queue, 'work');
+      await this.cluster.streamLeader(work.stream);
+    }
     return {
       label,
       queue,
       errorQueue,
-      cliTarget: servers[0]!,
+      cliTarget: direct,
+      cliEnv: { [NATS_PREFIX_ENV]: label },
       spec,
       errorCount: () => this.#messages(error.stream),
       delayedCount: () => this.#messages(names.delayStream),
-      errorIds: () => this.#ids(error.stream, error.subject),
+      errorIds: () => browseErrorIds(harness, errorQueue),
       pendingIds: async () => [...(await this.#ids(work.stream, work.subject)), ...(await this.#ids(names.delayStream, work.delaySubject))],
       cleanup: async () => {
         this.#queues.delete(queue);
         this.#queues.delete(errorQueue);
         await this.#proxies.get(label)?.close();
         this.#proxies.delete(label);
-        for (const stream of [work.stream, error.stream, names.delayStream, names.clockStream]) {
-          await this.#jsm.streams.delete(stream).catch(() => undefined);
-        }
+        await harness.close();
+        await deleteJetStreamPrefix(label, direct);
+        // The servers' logs so far, beside the scenario's evidence.
+        for (const node of this.cluster.nodes) copyFileSync(this.cluster.logPath(node), join(dir, `nats-n${node}.log`));
       },
     };
   }
@@ -231,18 +249,10 @@ export class JetStreamFaultAdapter implements FaultAdapter {
 
   /** The message ids of every message of `stream` on `subject`, read without removing them; none when the stream does not exist. */
   async #ids(stream: string, subject: string): Promise<string[]> {
-    const ids: string[] = [];
-    for (let seq = 1; ; ) {
-      // The server's MSG.GET takes `next_by_subj` (the first message at or after `seq` on the subject); the client's type leaves it out.
-      const query = { seq, next_by_subj: subject } as MsgRequest;
-      const message = await this.#jsm.streams.getMessage(stream, query).catch((error: unknown) => {
-        if (isNotFound(error)) return null;
-        throw error;
-      });
-      if (message === null) return ids;
+    const messages = await readStream(this.#jsm, stream, subject, { from: 1, limit: Number.MAX_SAFE_INTEGER });
+    return messages.map((message) => {
       const decoded = decodeNatsHeaders(message.header);
-      ids.push(decoded.id ?? decoded.natsMsgId ?? `${stream}:${message.seq}`);
-      seq = message.seq + 1;
-    }
+      return decoded.id ?? decoded.natsMsgId ?? `${stream}:${message.seq}`;
+    });
   }
 }

@@ -37,16 +37,24 @@ const producer = new Producer<{ i: number }>({ transport });
 
 let next = config.from;
 let inFlight = 0;
-async function held(): Promise<void> {
-  if (config.holdAt === undefined || next !== config.holdAt || !config.holdFile) return;
-  while (inFlight > 0 || !existsSync(config.holdFile)) await sleep(20);
+let resumed = false;
+/**
+ * Takes the next message to send (counted in flight), or undefined when all
+ * are taken. At `holdAt` it first waits for every earlier send and for
+ * `holdFile`; the last check and the take happen in one step, so no lane
+ * slips past the hold.
+ */
+async function take(): Promise<number | undefined> {
+  while (!resumed && config.holdAt !== undefined && config.holdFile && next === config.holdAt) {
+    if (inFlight === 0 && existsSync(config.holdFile)) resumed = true;
+    else await sleep(20);
+  }
+  if (next >= config.to) return undefined;
+  inFlight++;
+  return next++;
 }
 async function lane(): Promise<void> {
-  while (next < config.to) {
-    await held();
-    if (next >= config.to) return;
-    const i = next++;
-    inFlight++;
+  for (let i = await take(); i !== undefined; i = await take()) {
     const id = `m-${i}`;
     try {
       await producer.send(config.queue, { i }, { id });
