@@ -21,6 +21,13 @@ import { QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamNames, type JetStreamQ
 import type { ResolvedJetStreamOptions } from './options.js';
 
 const NS_PER_MS = 1_000_000;
+/**
+ * How long the transport waits before it makes again a stream it saw
+ * deleted: nats-server 2.9 removes a deleted stream's files after it
+ * answers, and a stream made under the same name meanwhile can lose its
+ * directory (and the messages stored in it) to that removal.
+ */
+export const REMAKE_AFTER_MS = 3_000;
 /** How often a stream without a leader is looked at again. */
 const LEADER_POLL_MS = 200;
 /** How long the delay mover holds a retry before the server offers it again (a mover that died). */
@@ -44,6 +51,8 @@ export class Topology {
   readonly #jsm: JetStreamManager;
   readonly #options: ResolvedJetStreamOptions;
   readonly #streams = new Map<string, Promise<StreamInfo>>();
+  /** Streams this transport has seen exist: one missing now was deleted. */
+  readonly #seen = new Set<string>();
   readonly #consumers = new Map<string, Promise<ConsumerInfo>>();
 
   constructor(jsm: JetStreamManager, options: ResolvedJetStreamOptions) {
@@ -180,8 +189,12 @@ export class Topology {
     if (pending === undefined) {
       pending = this.#lookUpOrCreate(
         () => this.#jsm.streams.info(name),
-        () => this.#jsm.streams.add(config() as StreamConfig),
+        async () => {
+          if (this.#seen.has(name)) await this.#options.clock.sleep(REMAKE_AFTER_MS);
+          return this.#jsm.streams.add(config() as StreamConfig);
+        },
       ).then(async (info) => {
+        this.#seen.add(name);
         if (info.cluster !== undefined && info.cluster.leader === undefined) await this.#awaitLeader(name);
         const retention = info.config.retention;
         if (config().retention !== undefined && retention !== config().retention) throw new StreamConflictError(name, `has retention ${retention}, not ${config().retention}`);
