@@ -20,8 +20,6 @@ export interface RedeliverSetup {
   /** The endpoint's concurrency, which is its prefetch, and the consumer's `max_ack_pending`. */
   readonly prefetch: number;
   readonly payload: string;
-  /** Whether the transport's connection is made with `noAsyncTraces` (see {@link openClients}). */
-  readonly noAsyncTraces: boolean;
   /** The longest a drain may take before the run fails. */
   readonly timeoutMs: number;
 }
@@ -33,7 +31,6 @@ async function withTransport<T>(setup: RedeliverSetup, fn: (transport: JetStream
     prefix: setup.prefix,
     maxAckPending: setup.prefetch,
     connectionName: 'redeliver-bench',
-    connectionOptions: { noAsyncTraces: setup.noAsyncTraces },
   });
   try {
     return await fn(transport);

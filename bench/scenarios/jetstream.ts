@@ -27,9 +27,10 @@
  *    uniform in [100 ms, 5 s) (seeded); lateness = the second attempt's
  *    start - (the throw + delay); negative is early.
  *
- * `--no-async-traces` makes every connection of the run, both sides', with
- * the client's `noAsyncTraces`: no `Error` captured up front for each
- * request (every confirmed ack and every publish is one).
+ * `--no-async-traces` makes the bare consumers' connections with the
+ * client's `noAsyncTraces`: no `Error` captured up front for each request
+ * (every confirmed ack and every publish is one). The transport makes its
+ * own connection that way by default.
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -77,7 +78,7 @@ export async function run(args: string[]): Promise<void> {
   const payload = payloadString(seed);
   const timeoutMs = 120_000;
   const rawPrefix = `bench-js-raw-${run}`;
-  const redeliverSetup: RedeliverSetup = { servers, prefix: `bench-js-rdl-${run}`, prefetch, payload, noAsyncTraces, timeoutMs };
+  const redeliverSetup: RedeliverSetup = { servers, prefix: `bench-js-rdl-${run}`, prefetch, payload, timeoutMs };
   const raw = (acks: RawAcks) => (count: number, round: number) =>
     withClients(
       servers,

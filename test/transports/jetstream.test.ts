@@ -164,12 +164,17 @@ describe.skipIf(Boolean(skip))('the JetStream transport', () => {
     expect(t.classifySendError(error)).toBe('fatal');
   });
 
-  it('a second send of the same id within the duplicate window stores one message', async () => {
+  it('a second send of the same id within the duplicate window stores one message, and each replay of it one more', async () => {
     const t = open();
     const q = queue('dedup');
     await t.send(q, { id: 'same', body: text('1'), headers: {} });
     await t.send(q, { id: 'same', body: text('1'), headers: {} });
     expect((await jsm.streams.info(t.names.of(q).stream)).state.messages).toBe(1);
+    // A replay of it (from an error queue or the error store) is a new send, once per replay.
+    await t.send(q, { id: 'same', body: text('1'), headers: { 'redeliver-replay-count': '1' } });
+    await t.send(q, { id: 'same', body: text('1'), headers: { 'redeliver-replay-count': '1' } });
+    await t.send(q, { id: 'same', body: text('1'), headers: { 'redeliver-replay-count': '2' } });
+    expect((await jsm.streams.info(t.names.of(q).stream)).state.messages).toBe(3);
   });
 
   it('carries multi-line and UTF-8 header values and odd queue names through a retry and a dead-letter', async () => {

@@ -8,5 +8,6 @@ export { JetStreamTransport } from './transport.js';
 export { JETSTREAM_DEFAULTS, type JetStreamTransportOptions } from './options.js';
 export { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, encodeQueueName, decodeQueueName, type QueueNames, type JetStreamQueueKind } from './names.js';
 export { JetStreamDelivery } from './delivery.js';
+export { JetStreamOperations, type OperationClients } from './operations.js';
 export { classifyJetStreamSendError } from './send-errors.js';
 export { QueueFullError, MessageTooLargeError, TransportClosedError, DeliveryGoneError, AlreadySettledError, StreamConflictError } from './errors.js';

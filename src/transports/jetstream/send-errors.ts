@@ -1,10 +1,13 @@
 import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
 
-/** JetStream API error codes a send can meet, by what they mean for a retry. */
+/**
+ * JetStream API error codes that mean "no room": back off. A full stream
+ * (`maximum messages exceeded`, `maximum bytes exceeded`) comes as 10077,
+ * the code of any failed store, so it is told by its text; another store
+ * failure (a file the server could not open) is transient.
+ */
 const THROTTLED_CODES = new Set([
   10002, // resource limits exceeded for account (the account's JetStream storage limit is used up)
-  10077, // maximum messages exceeded (a stream at max_msgs with discard new)
-  10078, // maximum bytes exceeded
   10023, // insufficient resources (the server's JetStream storage is full)
   10047, // insufficient storage resources available
   10028, // resource limits exceeded for account
@@ -30,6 +33,7 @@ export function classifyJetStreamSendError(error: unknown): SendErrorKind {
   if (typeof e?.code === 'number' && THROTTLED_CODES.has(e.code)) return 'throttled';
   if (/maximum (messages|bytes) exceeded|insufficient (storage )?resources|resource limits exceeded/i.test(message)) return 'throttled';
   if (/max_?payload|MaxPayloadExceeded/i.test(message) || name === 'InvalidArgumentError' || name === 'InvalidSubjectError') return 'fatal';
+  if (e?.code === 10077) return 'transient';
   if (name === 'JetStreamApiError') return (e as { status?: number }).status === 503 ? 'transient' : 'fatal';
   return 'transient';
 }

@@ -21,6 +21,8 @@ import { QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamNames, type JetStreamQ
 import type { ResolvedJetStreamOptions } from './options.js';
 
 const NS_PER_MS = 1_000_000;
+/** How often a stream without a leader is looked at again. */
+const LEADER_POLL_MS = 200;
 /** How long the delay mover holds a retry before the server offers it again (a mover that died). */
 export const DELAY_ACK_WAIT_MS = 10_000;
 
@@ -122,6 +124,27 @@ export class Topology {
     }));
   }
 
+  /**
+   * Waits until the stream of `queue` has a leader, for at most
+   * `apiTimeoutMs`: a stream of several replicas just made, or whose leader
+   * died, refuses every publish until its servers elect one (seconds).
+   * Resolves whether it has one; a single server's stream always has.
+   */
+  async awaitLeader(queue: string): Promise<boolean> {
+    return this.#awaitLeader(this.names.of(queue).stream);
+  }
+
+  async #awaitLeader(stream: string): Promise<boolean> {
+    const clock = this.#options.clock;
+    const deadline = clock.monotonic() + this.#options.apiTimeoutMs;
+    for (;;) {
+      const info = await this.#jsm.streams.info(stream).catch(() => undefined);
+      if (info !== undefined && (info.cluster === undefined || info.cluster.leader !== undefined)) return true;
+      if (clock.monotonic() >= deadline) return false;
+      await clock.sleep(LEADER_POLL_MS);
+    }
+  }
+
   /** Forgets what was made for `queue`, so the next use looks it up again (after the stream was deleted). */
   forget(queue: string): void {
     const names = this.names.of(queue);
@@ -158,7 +181,8 @@ export class Topology {
       pending = this.#lookUpOrCreate(
         () => this.#jsm.streams.info(name),
         () => this.#jsm.streams.add(config() as StreamConfig),
-      ).then((info) => {
+      ).then(async (info) => {
+        if (info.cluster !== undefined && info.cluster.leader === undefined) await this.#awaitLeader(name);
         const retention = info.config.retention;
         if (config().retention !== undefined && retention !== config().retention) throw new StreamConflictError(name, `has retention ${retention}, not ${config().retention}`);
         return info;

@@ -2,6 +2,7 @@ import type { MsgHdrs } from '@nats-io/transport-node';
 import type { SendErrorKind } from '../../producer/errors.js';
 import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
 import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { HEADER } from '../../headers/names.js';
 import { encodeNatsHeaders } from './codec.js';
 import { openClients, type JetStreamClients } from './connection.js';
 import type { DeliveryOwner } from './delivery.js';
@@ -84,8 +85,10 @@ export class JetStreamTransport implements Transport {
 
   /**
    * Puts a message on `queue` (making its stream when missing) and resolves
-   * once the stream stored it. The message id is the `Nats-Msg-Id`: a second
-   * send of the same id within the stream's duplicate window stores nothing.
+   * once the stream stored it. The message id is the `Nats-Msg-Id` (with
+   * the replay count of a replayed message): a second send of the same
+   * within the stream's duplicate window stores nothing. A stream out of
+   * room rejects with a `QueueFullError`.
    */
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     checkQueue(queue, 'send');
@@ -99,13 +102,13 @@ export class JetStreamTransport implements Transport {
     const topology = await this.topology();
     const names = await topology.queue(queue, 'work');
     try {
-      await this.#publish(names.subject, body, hdrs, id, async () => {
+      await this.#publish(names.subject, body, hdrs, sendMsgId(id, headers), async () => {
         topology.forget(queue);
         await topology.queue(queue, 'work');
+        await topology.awaitLeader(queue);
       });
     } catch (error) {
-      const message = String((error as Error | null)?.message ?? error);
-      if (/maximum (messages|bytes) exceeded/i.test(message)) throw new QueueFullError(queue, message);
+      if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error | null)?.message ?? error));
       throw error;
     }
   }
@@ -191,7 +194,8 @@ export class JetStreamTransport implements Transport {
   /**
    * Publishes and waits for the stream to store the message. When no
    * stream answers (it was deleted, or has no leader for now), `remake`
-   * makes it again and the publish is tried once more with the same id.
+   * makes it again or waits for its leader, and the publish is tried once
+   * more with the same id.
    */
   async #publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string, remake: () => Promise<void>): Promise<void> {
     const { js } = await this.ready();
@@ -204,6 +208,18 @@ export class JetStreamTransport implements Transport {
       await js.publish(subject, body, options);
     }
   }
+}
+
+/**
+ * The `Nats-Msg-Id` of a send: the message id, so a producer's retry of the
+ * same send stores nothing new; for a message replayed from an error queue
+ * or the error store, the id and its replay count, so a replay is not taken
+ * for a repeat of the original send (a resumed replay job, which sends the
+ * same replay again, still stores one copy).
+ */
+function sendMsgId(id: string, headers: Readonly<Record<string, string>>): string {
+  const replay = Object.prototype.hasOwnProperty.call(headers, HEADER.replayCount) ? headers[HEADER.replayCount] : undefined;
+  return replay === undefined ? id : `${id}|replay|${replay}`;
 }
 
 /** Whether a publish found no stream to answer: deleted, or without a leader during an election. */
