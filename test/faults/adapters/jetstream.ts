@@ -19,7 +19,6 @@ import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type Jet
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NATS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
-import type { JetStreamTransport } from '../../../src/transports/jetstream/index.js';
 import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type QueueNames } from '../../../src/transports/jetstream/names.js';
 import { JETSTREAM_DEFAULTS } from '../../../src/transports/jetstream/options.js';
 import { readStream } from '../../../src/transports/jetstream/stream-reader.js';
@@ -128,12 +127,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     const spec = (role: string): TransportSpec => ({ kind: 'jetstream', servers, connectionName: `${label}-${role}`, prefix: label, replicas });
     // The harness's own transport, for the error-queue operations: connected to the server itself, so no cut reaches it.
     const direct = this.cluster.url(CLIENT_NODE);
-    const harness = openSpec({ kind: 'jetstream', servers: [direct], connectionName: `${label}-harness`, prefix: label, replicas }) as JetStreamTransport;
-    if (this.#nodes > 1) {
-      // The work stream made first and given a leader, as a deployment would have it: the scenario is about losing that leader.
-      await (await harness.topology()).queue(queue, 'work');
-      await this.cluster.streamLeader(work.stream);
-    }
+    const harness = openSpec({ kind: 'jetstream', servers: [direct], connectionName: `${label}-harness`, prefix: label, replicas });
     return {
       label,
       queue,
