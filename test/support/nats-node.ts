@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { freePort, portOpen } from './rabbit-node.js';
+import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
 const SERVER = 'nats-server';
 /** The shared server's port, never used by a node here. */
@@ -52,22 +53,6 @@ interface NodeSlot {
   stalled: boolean;
 }
 
-const live = new Set<NatsCluster>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const cluster of live) cluster.destroySync();
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      for (const cluster of live) cluster.destroySync();
-      process.exit(130);
-    });
-  }
-}
 
 /**
  * The skip reason for a test that starts NATS servers of its own: undefined
@@ -82,14 +67,6 @@ export function natsNodeSkipReason(): string | undefined {
   return reason;
 }
 
-async function until(what: string, timeoutMs: number, check: () => Promise<boolean> | boolean, intervalMs = 100): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
 
 /** GETs a monitoring endpoint; resolves its status and JSON body, or undefined when nothing answers within a second. */
 async function monitor(port: number, path: string): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
@@ -139,8 +116,7 @@ export class NatsCluster {
       stalled: false,
     }));
     const cluster = new NatsCluster(mkdtempSync(join(tmpdir(), 'redeliver-nats-')), slots, options.log ?? (() => undefined));
-    live.add(cluster);
-    installExitHook();
+    trackServer(cluster);
     try {
       await Promise.all(cluster.nodes.map((index) => cluster.boot(index)));
     } catch (error) {
@@ -303,7 +279,7 @@ export class NatsCluster {
 
   /** Stops every node (SIGTERM, SIGKILL after 10 s) and removes the directory. Safe to call twice. */
   async stop(): Promise<void> {
-    if (!live.has(this)) return;
+    if (!isTracked(this)) return;
     for (const slot of this.#slots.filter((s) => s.stalled)) this.resume(slot.index);
     await Promise.all(this.#slots.map((slot) => this.#terminate(slot)));
     this.destroySync();
@@ -311,7 +287,7 @@ export class NatsCluster {
 
   /** Kills every node by pid and removes the directory, synchronously (for exit hooks). */
   destroySync(): void {
-    if (!live.delete(this)) return;
+    if (!untrackServer(this)) return;
     for (const slot of this.#slots) if (slot.process?.pid) signalQuietly(slot.process.pid, 'SIGKILL');
     rmSync(this.baseDir, { recursive: true, force: true });
   }

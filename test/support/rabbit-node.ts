@@ -18,6 +18,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
 const BIN = '/usr/lib/rabbitmq/bin';
 const run = promisify(execFile);
@@ -43,22 +44,6 @@ interface NodeSlot {
   process?: ChildProcess;
 }
 
-const live = new Set<RabbitCluster>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const cluster of live) cluster.destroySync();
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      for (const cluster of live) cluster.destroySync();
-      process.exit(130);
-    });
-  }
-}
 
 /**
  * The skip reason for a test that starts nodes of its own: undefined when
@@ -116,14 +101,6 @@ export function portOpen(port: number): Promise<boolean> {
   });
 }
 
-async function until(what: string, timeoutMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /**
  * One RabbitMQ node or a cluster of them, of this process's own. Start it
@@ -167,8 +144,7 @@ export class RabbitCluster {
       extraConfig: options.extraConfig ?? [],
       log: options.log ?? (() => undefined),
     });
-    live.add(cluster);
-    installExitHook();
+    trackServer(cluster);
     try {
       await cluster.init();
       await Promise.all(cluster.slots.map((slot) => cluster.boot(slot.index)));
@@ -313,7 +289,7 @@ export class RabbitCluster {
 
   /** Stops every node, epmd, and removes the directory. Safe to call twice. */
   async stop(): Promise<void> {
-    if (!live.has(this)) return;
+    if (!isTracked(this)) return;
     await Promise.all(
       this.slots.map(async (slot) => {
         if (await portOpen(slot.amqpPort)) await this.stopNode(slot.index).catch(() => this.killSlot(slot));
@@ -324,7 +300,7 @@ export class RabbitCluster {
 
   /** Kills every node and epmd by pid and removes the directory, synchronously (for exit hooks). */
   destroySync(): void {
-    if (!live.delete(this)) return;
+    if (!untrackServer(this)) return;
     for (const slot of this.slots) this.killSlot(slot);
     if (this.epmd?.pid) killQuietly(this.epmd.pid);
     rmSync(this.baseDir, { recursive: true, force: true });

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { redisAnswers } from './brokers.js';
 import { freePort, portOpen } from './rabbit-node.js';
+import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
 const SERVER = 'redis-server';
 
@@ -35,22 +36,6 @@ export interface RedisClientRow {
   readonly name: string;
 }
 
-const live = new Set<RedisNode>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const node of live) node.destroySync();
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      for (const node of live) node.destroySync();
-      process.exit(130);
-    });
-  }
-}
 
 /**
  * The skip reason for a test that starts Redis servers of its own:
@@ -75,14 +60,6 @@ export function parseClientList(output: string): RedisClientRow[] {
     .filter((row) => row.id !== '');
 }
 
-async function until(what: string, timeoutMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** A Redis server of this process's own. Start it with {@link RedisNode.start}. */
 export class RedisNode {
@@ -103,8 +80,7 @@ export class RedisNode {
     let port = await freePort();
     while (port === 6379) port = await freePort();
     const node = new RedisNode(mkdtempSync(join(tmpdir(), 'redeliver-redis-')), port, options.log ?? (() => undefined));
-    live.add(node);
-    installExitHook();
+    trackServer(node);
     try {
       await node.boot();
     } catch (error) {
@@ -145,7 +121,7 @@ export class RedisNode {
     await until(`redis-server on ${this.port} to answer PING`, 60_000, async () => {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on ${this.port} exited at start; see ${join(this.dir, 'redis.log')}`);
       return redisAnswers(this.url);
-    });
+    }, 50);
     this.log(`redis-server up on ${this.port} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
 
@@ -155,7 +131,7 @@ export class RedisNode {
     this.#dropAdmin();
     if (this.#process?.pid) killQuietly(this.#process.pid);
     await this.#exited;
-    await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)));
+    await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)), 50);
   }
 
   /** Shuts the server down gracefully (`SHUTDOWN`, the AOF flushed) and starts it again on the same directory. */
@@ -198,14 +174,14 @@ export class RedisNode {
 
   /** Shuts the server down and removes its directory. Safe to call twice. */
   async stop(): Promise<void> {
-    if (!live.has(this)) return;
+    if (!isTracked(this)) return;
     await this.#shutdown().catch(() => undefined);
     this.destroySync();
   }
 
   /** Kills the server by pid and removes the directory, synchronously (for exit hooks). */
   destroySync(): void {
-    if (!live.delete(this)) return;
+    if (!untrackServer(this)) return;
     this.#dropAdmin();
     if (this.#process?.pid) killQuietly(this.#process.pid);
     rmSync(this.dir, { recursive: true, force: true });
@@ -222,7 +198,7 @@ export class RedisNode {
       client.disconnect();
     }
     await this.#exited;
-    await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)));
+    await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)), 50);
   }
 
   #command(...args: (string | number)[]): Promise<unknown> {
@@ -234,7 +210,7 @@ export class RedisNode {
     })();
     const admin = this.#admin;
     const [name, ...rest] = args;
-    return admin.status === 'ready' ? admin.call(String(name), ...rest) : until('the admin connection', 30_000, () => admin.status === 'ready').then(() => admin.call(String(name), ...rest));
+    return admin.status === 'ready' ? admin.call(String(name), ...rest) : until('the admin connection', 30_000, () => admin.status === 'ready', 50).then(() => admin.call(String(name), ...rest));
   }
 
   #dropAdmin(): void {
