@@ -187,17 +187,18 @@ export class Topology {
   #stream(name: string, config: () => Partial<StreamConfig>): Promise<StreamInfo> {
     let pending = this.#streams.get(name);
     if (pending === undefined) {
+      const wanted = config();
       pending = this.#lookUpOrCreate(
         () => this.#jsm.streams.info(name),
         async () => {
           if (this.#seen.has(name)) await this.#options.clock.sleep(REMAKE_AFTER_MS);
-          return this.#jsm.streams.add(config() as StreamConfig);
+          return this.#jsm.streams.add(wanted as StreamConfig);
         },
       ).then(async (info) => {
         this.#seen.add(name);
         if (info.cluster !== undefined && info.cluster.leader === undefined) await this.#awaitLeader(name);
         const retention = info.config.retention;
-        if (config().retention !== undefined && retention !== config().retention) throw new StreamConflictError(name, `has retention ${retention}, not ${config().retention}`);
+        if (wanted.retention !== undefined && retention !== wanted.retention) throw new StreamConflictError(name, `has retention ${retention}, not ${wanted.retention}`);
         return info;
       });
       this.#remember(this.#streams, name, pending);
