@@ -10,18 +10,11 @@ import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate }
 import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
-import type { CustomPolicy, EndpointOptions, Handler } from './options.js';
+import type { CustomPolicy, EndpointOptions, Handler, RecoverabilityOptions } from './options.js';
 import { duration, fn, nonEmpty, OptionError, queueName, wholeNumber } from './validate.js';
 
-/** Endpoint options after validation, with every default filled in. */
-export interface EndpointConfig<T> {
-  readonly name: string;
-  readonly queue: string;
-  readonly transport: Transport;
-  readonly handler: Handler<T>;
-  readonly concurrency: number;
-  readonly leaseMs: number;
-  readonly settlementRetries: number;
+/** Recoverability options after validation, with every default filled in. */
+export interface RecoverabilityConfig {
   readonly immediateRetries: number;
   readonly delayedRetries: number;
   readonly delayedBackoff: Backoff;
@@ -29,6 +22,17 @@ export interface EndpointConfig<T> {
   readonly errorQueue: string;
   readonly isUnrecoverable: UnrecoverablePredicate;
   readonly policy: CustomPolicy | undefined;
+}
+
+/** Endpoint options after validation, with every default filled in. */
+export interface EndpointConfig<T> extends RecoverabilityConfig {
+  readonly name: string;
+  readonly queue: string;
+  readonly transport: Transport;
+  readonly handler: Handler<T>;
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly settlementRetries: number;
   readonly flow: FlowConfig;
   readonly deduplication: DeduplicationStore | undefined;
   readonly codec: Codec<T>;
@@ -51,18 +55,13 @@ function withinLimits(transport: Transport, concurrency: number): number {
 /** Validates options, naming the option at fault, and fills in defaults. */
 export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointConfig<T> {
   if (typeof options !== 'object' || options === null) throw new OptionError('Endpoint options must be an object');
-  const r = options.recoverability ?? {};
   const name = nonEmpty('name', options.name);
   const transport = options.transport;
   if (typeof transport !== 'object' || transport === null || typeof transport.consume !== 'function') {
     throw new OptionError('transport must be a Transport (such as SqliteTransport or MemoryTransport)');
   }
-  const unrecoverable = r.unrecoverable ?? [];
-  if (!Array.isArray(unrecoverable) || unrecoverable.some((c) => typeof c !== 'function')) {
-    throw new OptionError('recoverability.unrecoverable must be an array of error classes');
-  }
   const queue = options.queue === undefined ? name : nonEmpty('queue', options.queue);
-  const errorQueue = r.errorQueue === undefined ? DEFAULTS.errorQueue : nonEmpty('recoverability.errorQueue', r.errorQueue);
+  const recoverability = resolveRecoverabilityConfig(options.recoverability);
   return {
     name,
     queue,
@@ -71,16 +70,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
-    immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),
-    delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
-    delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),
-    maxDelayMs: duration('recoverability.maxDelayMs', r.maxDelayMs ?? DEFAULTS.maxDelayMs),
-    errorQueue,
-    isUnrecoverable: unrecoverableClassifier(
-      unrecoverable as readonly ErrorClass[],
-      r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
-    ),
-    policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
+    ...recoverability,
     flow: resolveFlowConfig(options.flowControl),
     deduplication: options.deduplication,
     codec: (options.codec ?? jsonCodec) as Codec<T>,
@@ -88,7 +78,29 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     random: options.random === undefined ? systemRandom : fn<Random>('random', options.random),
     logger: options.logger ?? silentLogger,
     host: options.host ?? hostname(),
-    replayOutcomeQueue: options.replayOutcomeQueue === undefined ? undefined : outcomeQueue(options.replayOutcomeQueue, queue, errorQueue),
+    replayOutcomeQueue: options.replayOutcomeQueue === undefined ? undefined : outcomeQueue(options.replayOutcomeQueue, queue, recoverability.errorQueue),
+  };
+}
+
+/** Validates the recoverability options, naming the option at fault, and fills in defaults. */
+export function resolveRecoverabilityConfig(options: RecoverabilityOptions = {}): RecoverabilityConfig {
+  if (typeof options !== 'object' || options === null) throw new OptionError('recoverability must be an object');
+  const r = options;
+  const unrecoverable = r.unrecoverable ?? [];
+  if (!Array.isArray(unrecoverable) || unrecoverable.some((c) => typeof c !== 'function')) {
+    throw new OptionError('recoverability.unrecoverable must be an array of error classes');
+  }
+  return {
+    immediateRetries: wholeNumber('recoverability.immediateRetries', r.immediateRetries ?? DEFAULTS.immediateRetries, 0, 1_000),
+    delayedRetries: wholeNumber('recoverability.delayedRetries', r.delayedRetries ?? DEFAULTS.delayedRetries, 0, 1_000_000),
+    delayedBackoff: r.delayedBackoff === undefined ? linear(DEFAULTS.delayedRetryStepMs) : fn<Backoff>('recoverability.delayedBackoff', r.delayedBackoff),
+    maxDelayMs: duration('recoverability.maxDelayMs', r.maxDelayMs ?? DEFAULTS.maxDelayMs),
+    errorQueue: r.errorQueue === undefined ? DEFAULTS.errorQueue : nonEmpty('recoverability.errorQueue', r.errorQueue),
+    isUnrecoverable: unrecoverableClassifier(
+      unrecoverable as readonly ErrorClass[],
+      r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
+    ),
+    policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
   };
 }
 

@@ -8,8 +8,9 @@ import { HEADER } from '../headers/names.js';
 import { encodeReplayOutcome } from '../operations/replay-outcome.js';
 import { FlowController, type DeferReason, type FlowState } from '../flow/controller.js';
 import type { FailureContext } from '../policy/context.js';
-import { deadLetter, type Decision } from '../policy/decision.js';
-import { defaultPolicy, nextDelayedRetry } from '../policy/default-policy.js';
+import type { Decision } from '../policy/decision.js';
+import { nextDelayedRetry } from '../policy/default-policy.js';
+import { recoverabilityPolicy, type RecoverabilityPolicy } from '../policy/recoverability-policy.js';
 import { DeserializationError } from '../policy/errors.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
@@ -19,7 +20,7 @@ import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
 import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.js';
 import type { EndpointOptions } from './options.js';
-import { guardedBackoff, guardedLogger, guardedPredicate, UserPartError } from './guard.js';
+import { guardedLogger, UserPartError } from './guard.js';
 import { duration } from './validate.js';
 import { MAX_TIMER_MS } from '../time/clock.js';
 import type { Logger } from '../logger.js';
@@ -61,7 +62,7 @@ export interface StopOptions {
  */
 export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   readonly config: EndpointConfig<T>;
-  readonly #policy: (context: FailureContext) => Decision;
+  readonly #policy: RecoverabilityPolicy;
   /** The retry settings with the user's predicate and backoff guarded: their failures are marked as theirs. */
   readonly #retry: DefaultPolicySettings;
   /** The user's logger, unable to throw. */
@@ -100,10 +101,8 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const { config } = this;
     this.#logger = guardedLogger(config.logger);
     this.#admission = new Admission(config.concurrency, (delivery) => this.#launch(delivery));
-    this.#retry = { ...config, isUnrecoverable: guardedPredicate(config.isUnrecoverable), delayedBackoff: guardedBackoff(config.delayedBackoff) };
-    const base = defaultPolicy(this.#retry);
-    const custom = config.policy;
-    this.#policy = custom ? (context) => custom(context, base(context)) : base;
+    this.#policy = recoverabilityPolicy(config, config.random);
+    this.#retry = this.#policy.settings;
     this.#flow = new FlowController(
       config.flow,
       config.concurrency,
@@ -493,16 +492,12 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    * failing part as the reason.
    */
   #decide(failure: FailureContext): Decision {
-    try {
-      const decision = this.#policy(failure);
-      if (decision?.kind === 'retry-later') duration('retry-later delay', decision.delayMs);
-      if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return decision;
-      throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
-    } catch (error) {
-      const part = error instanceof UserPartError ? error.part : 'policy';
-      this.#logger.error({ err: error, messageId: failure.messageId, part }, `redeliver: the ${part === 'policy' ? 'recoverability policy' : part} failed; moving message '${failure.messageId}' to the error queue`);
-      return deadLetter(part);
+    const { decision, fault } = this.#policy.decide(failure);
+    if (fault) {
+      const what = fault.part === 'policy' ? 'recoverability policy' : fault.part;
+      this.#logger.error({ err: fault.error, messageId: failure.messageId, part: fault.part }, `redeliver: the ${what} failed; moving message '${failure.messageId}' to the error queue`);
     }
+    return decision;
   }
 
   async #carryOut(delivery: Delivery, failure: FailureContext, decision: Decision): Promise<void> {

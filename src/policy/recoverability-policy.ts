@@ -1,0 +1,54 @@
+import type { RecoverabilityConfig } from '../endpoint/config.js';
+import { guardedBackoff, guardedPredicate, UserPartError, type UserPart } from '../endpoint/guard.js';
+import { duration } from '../endpoint/validate.js';
+import type { Random } from '../time/random.js';
+import type { FailureContext } from './context.js';
+import { deadLetter, type Decision } from './decision.js';
+import { defaultPolicy, type DefaultPolicySettings } from './default-policy.js';
+
+/** The outcome of one policy run. */
+export interface PolicyVerdict {
+  readonly decision: Decision;
+  /** Set when a user part (policy, predicate, backoff) threw or answered nonsense: the decision is then a dead-letter with the part as reason. */
+  readonly fault?: { readonly part: UserPart; readonly error: unknown };
+}
+
+/** The recoverability an endpoint runs, as one pure function of a failure. */
+export interface RecoverabilityPolicy {
+  /** The default policy's settings with the user's predicate and backoff guarded. */
+  readonly settings: DefaultPolicySettings;
+  decide(failure: FailureContext): PolicyVerdict;
+}
+
+/**
+ * Builds the policy an endpoint applies to each failure: the default policy,
+ * then the custom policy's final say when there is one. A policy,
+ * unrecoverable predicate or backoff that throws or answers nonsense gives a
+ * dead-letter decision with the failing part as the reason. Used by the
+ * endpoint and by `redeliver plan`, so a plan shows what an endpoint does.
+ */
+export function recoverabilityPolicy(config: RecoverabilityConfig, random: Random): RecoverabilityPolicy {
+  const settings: DefaultPolicySettings = {
+    ...config,
+    random,
+    isUnrecoverable: guardedPredicate(config.isUnrecoverable),
+    delayedBackoff: guardedBackoff(config.delayedBackoff),
+  };
+  const base = defaultPolicy(settings);
+  const custom = config.policy;
+  const policy = custom ? (context: FailureContext) => custom(context, base(context)) : base;
+  return {
+    settings,
+    decide(failure) {
+      try {
+        const decision = policy(failure);
+        if (decision?.kind === 'retry-later') duration('retry-later delay', decision.delayMs);
+        if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return { decision };
+        throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
+      } catch (error) {
+        const part = error instanceof UserPartError ? error.part : 'policy';
+        return { decision: deadLetter(part), fault: { part, error } };
+      }
+    },
+  };
+}
