@@ -8,36 +8,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FlowControlOptions } from '../../src/flow/options.js';
-import { FakeClock } from '../../src/time/fake-clock.js';
+import { OUTAGE_SETTINGS, runOutage, simulateOutage, type OutageResult, type OutageScenario } from '../../src/simulation/outage.js';
 import { systemClock } from '../../src/time/clock.js';
-import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
-import { fakeDriver, realDriver, runOutage, type OutageResult, type OutageScenario } from '../outage/simulation.js';
+import { realDriver } from '../outage/real-driver.js';
 import { printJson, printTable, roundTo } from '../report.js';
-
-const SETTINGS: Record<string, FlowControlOptions | undefined> = {
-  none: undefined,
-  consumerBackoff: { consumerBackoff: true },
-  rateLimit: { rateLimit: { consecutiveFailures: 20, waitMs: 1_000 } },
-  retryBudget: { retryBudget: true },
-  combined: { consumerBackoff: true, rateLimit: { consecutiveFailures: 20, waitMs: 1_000 }, retryBudget: true },
-};
 
 const simulated: OutageScenario = { capacityPerSec: 100, loadShare: 0.8, warmupSec: 30, outageSec: 90, afterSec: 900, concurrency: 8 };
 const real: OutageScenario = { capacityPerSec: 100, loadShare: 0.8, warmupSec: 5, outageSec: 15, afterSec: 120, concurrency: 8 };
 
 export async function run(): Promise<void> {
   const results: Record<string, OutageResult> = {};
-  for (const [name, flowControl] of Object.entries(SETTINGS)) {
-    const clock = new FakeClock(0);
-    const transport = new MemoryTransport({ clock });
-    results[name] = await runOutage(transport, fakeDriver(clock), { ...simulated, flowControl });
-    await transport.close();
-  }
+  for (const [name, setting] of Object.entries(OUTAGE_SETTINGS)) results[name] = await simulateOutage(simulated, setting);
   const dir = mkdtempSync(join(tmpdir(), 'redeliver-outage-'));
   const sqlite = new SqliteTransport({ path: join(dir, 'outage.db') });
-  const realCombined = await runOutage(sqlite, realDriver(systemClock), { ...real, flowControl: SETTINGS['combined'] });
+  const realCombined = await runOutage(sqlite, realDriver(systemClock), { ...real, ...OUTAGE_SETTINGS.combined });
   await sqlite.close();
   rmSync(dir, { recursive: true, force: true });
 

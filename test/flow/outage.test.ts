@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fakeDriver, runOutage, type OutageScenario } from '../../bench/outage/simulation.js';
+import { fakeDriver, runOutage, type OutageScenario, type OutageSetting } from '../../src/simulation/outage.js';
 import { HEADER } from '../../src/headers/names.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
@@ -14,7 +14,7 @@ const scenario: OutageScenario = {
   concurrency: 4,
 };
 
-async function simulate(flowControl: OutageScenario['flowControl']) {
+async function simulate(flowControl: OutageSetting['flowControl']) {
   const clock = new FakeClock(0);
   const transport = new MemoryTransport({ clock });
   const result = await runOutage(transport, fakeDriver(clock), { ...scenario, flowControl });

@@ -1,10 +1,11 @@
 import { expect } from 'vitest';
-import { realDriver, runOutage, type OutageScenario } from '../../bench/outage/simulation.js';
+import { realDriver } from '../../bench/outage/real-driver.js';
+import { runOutage, type OutageScenario, type OutageSetting } from '../../src/simulation/outage.js';
 import { systemClock } from '../../src/time/clock.js';
 import type { Transport } from '../../src/transport/types.js';
 
 /** A short real-time outage: 2 s of normal load, 6 s down, 8 s after, with all three flow-control mechanisms on. */
-const SCENARIO: OutageScenario = {
+const SCENARIO: OutageScenario & OutageSetting = {
   capacityPerSec: 100,
   loadShare: 0.8,
   warmupSec: 2,
