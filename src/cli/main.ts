@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { registerDemo } from './commands/demo.js';
+import { registerPlan } from './commands/plan.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerErrors } from './commands/errors.js';
 import { registerStats } from './commands/stats.js';
@@ -11,6 +12,7 @@ registerDemo(program);
 registerDashboard(program);
 registerErrors(program);
 registerStats(program);
+registerPlan(program);
 
 void runProgram(program, process.argv).then((code) => {
   if (code !== 0) process.exitCode = code;
