@@ -118,7 +118,7 @@ function targetConflicts(plan: PolicyPlan, input: PolicyInput, target: PlanTarge
 function leaseConflicts(plan: PolicyPlan, input: PolicyInput, transport: string, lease: string): Conflict[] {
   const hold = plan.handler?.holdPerDeliveryMs ?? 0;
   const leaseMs = input.leaseMs ?? DEFAULTS.leaseMs;
-  if (hold <= leaseMs) return [];
+  if (hold < leaseMs) return [];
   return [
     {
       id: 'lease',
@@ -136,7 +136,7 @@ function maxDeliverConflicts(plan: PolicyPlan, input: PolicyInput, maxDeliver: n
   const hold = plan.handler?.holdPerDeliveryMs ?? 0;
   const leaseMs = input.leaseMs ?? DEFAULTS.leaseMs;
   const needed = expectedBrokerDeliveries({ immediateRetries: plan.immediateRetries, delayedRetries: plan.delayedRetries });
-  if (hold > leaseMs) {
+  if (hold > 0 && hold >= leaseMs) {
     return [
       {
         id: 'max-deliver',
@@ -164,7 +164,7 @@ function rabbitMqConflicts(plan: PolicyPlan, target: Extract<PlanTarget, { trans
   const limit = queueType === 'quorum' ? (target.deliveryLimit ?? (major >= 4 ? QUORUM_DEFAULT_DELIVERY_LIMIT_4X : undefined)) : undefined;
   const timeoutMs = target.consumerTimeoutMs ?? RABBITMQ_CONSUMER_TIMEOUT_MS;
   const hold = plan.handler?.holdPerDeliveryMs ?? 0;
-  const timesOut = hold > timeoutMs;
+  const timesOut = hold > 0 && hold >= timeoutMs;
   if (timesOut) {
     out.push({
       id: 'consumer-timeout',
@@ -173,7 +173,7 @@ function rabbitMqConflicts(plan: PolicyPlan, target: Extract<PlanTarget, { trans
         `a round of ${roundText(plan)} holds a delivery for ${formatDuration(hold)}, longer than consumer_timeout ${formatDuration(timeoutMs)}: ` +
         'the broker closes the channel, puts the message back and the round starts over' +
         (limit === undefined ? ', forever: it never reaches its delayed retries or the error queue' : ''),
-      fix: `fewer immediate retries (at most ${Math.max(0, Math.floor(timeoutMs / (plan.handler?.handlerMs || 1)) - 1)} with this handler time), a shorter handler, or a consumer_timeout above ${formatDuration(Math.ceil(hold * 1.5))}`,
+      fix: `fewer immediate retries (at most ${Math.max(0, attemptsWithin(timeoutMs, plan.handler?.handlerMs ?? 0) - 1)} with this handler time), a shorter handler, or a consumer_timeout above ${formatDuration(Math.ceil(hold * 1.5))}`,
     });
   }
   if (limit !== undefined) {
@@ -201,6 +201,12 @@ function rabbitMqConflicts(plan: PolicyPlan, target: Extract<PlanTarget, { trans
     });
   }
   return out;
+}
+
+/** Attempts of `handlerMs` that end strictly within `limitMs`. */
+function attemptsWithin(limitMs: number, handlerMs: number): number {
+  if (handlerMs <= 0) return Infinity;
+  return Math.ceil(limitMs / handlerMs) - 1;
 }
 
 function roundText(plan: PolicyPlan): string {

@@ -19,8 +19,8 @@ export function parseDuration(text: string): number | undefined {
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms)) return String(ms);
   if (ms < 0) return `-${formatDuration(-ms)}`;
-  if (ms < 1_000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${Number((ms / 1_000).toFixed(1))} s`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  if (ms < 59_950) return `${Number((ms / 1_000).toFixed(1))} s`;
   if (ms < 3_600_000) return pair(ms, 60_000, 'min', 1_000, 's');
   if (ms < 2 * 86_400_000) return pair(ms, 3_600_000, 'h', 60_000, 'min');
   return pair(ms, 86_400_000, 'd', 3_600_000, 'h');

@@ -118,7 +118,7 @@ describe('findConflicts', () => {
     const conflicts = findConflicts(plan, input, [{ transport: 'rabbitmq', queueType: 'quorum' }]);
     expect(conflicts.map((c) => c.id)).toEqual(['consumer-timeout', 'delivery-limit']);
     expect(conflicts[0]!.what).toContain('36 min, longer than consumer_timeout 30 min');
-    expect(conflicts[0]!.fix).toContain('at most 4');
+    expect(conflicts[0]!.fix).toContain('at most 3');
     expect(conflicts[1]!.what).toContain('default delivery limit of 20');
     expect(conflicts[1]!.what).toContain('after 21 deliveries');
     // The same policy with a short handler: 54 attempts, 9 copies, one delivery each, no conflict.
