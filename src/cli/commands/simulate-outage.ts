@@ -69,12 +69,17 @@ export function registerSimulateOutage(simulate: Command): void {
     .addOption(new Option('--outage <duration>', 'how long the downstream is down, whole seconds').argParser(wholeSeconds(1)).default(90, '90s'))
     .addOption(new Option('--after <duration>', 'how long the load goes on after the outage, whole seconds').argParser(wholeSeconds(0)).default(900, '15m'))
     .addOption(
-      new Option('--setting <list>', `built-in settings to compare, comma-separated: ${SETTING_NAMES.join(', ')}`)
-        .argParser(settingList)
-        .default(undefined, `all of them, or "none" next to a policy module or flags`),
+      new Option(
+        '--setting <list>',
+        `built-in settings to compare, comma-separated: ${SETTING_NAMES.join(', ')} (default: all of them, or "none" next to a policy module or flags)`,
+      ).argParser(settingList),
     )
     .option('--seed <number>', "seed of the endpoint's random source (jitter)", seedNumber, 11);
-  addPolicyOptions(command)
+  addPolicyOptions(command);
+  // Two policy flags mean something else here.
+  redescribe(command, '--concurrency', `messages the endpoint handles at once, in every setting (default ${DEFAULT_CONCURRENCY})`);
+  redescribe(command, '--lease', 'no effect: the simulated transport does not lease');
+  command
     .option('--json', 'print JSON for scripts')
     .option('--svg <file>', "write a chart of the downstream's calls per second over time to this SVG file")
     .action(async (moduleFile: string | undefined, opts: OutageFlags, cmd: Command) => {
@@ -149,6 +154,11 @@ export function registerSimulateOutage(simulate: Command): void {
       if (opts.svg !== undefined) lines.push('', `chart written to ${opts.svg}`);
       await write(io.stdout, `${lines.join('\n')}\n`);
     });
+}
+
+function redescribe(command: Command, flag: string, description: string): void {
+  const option = command.options.find((o) => o.long === flag);
+  if (option) option.description = description;
 }
 
 function outageRow(setting: string, result: OutageResult): OutageRow {
