@@ -2,6 +2,7 @@
 import { registerDemo } from './commands/demo.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerErrors } from './commands/errors.js';
+import { registerSimulate } from './commands/simulate.js';
 import { registerStats } from './commands/stats.js';
 import { buildProgram, runProgram } from './program.js';
 
@@ -10,6 +11,7 @@ const program = buildProgram();
 registerDemo(program);
 registerDashboard(program);
 registerErrors(program);
+registerSimulate(program);
 registerStats(program);
 
 void runProgram(program, process.argv).then((code) => {
