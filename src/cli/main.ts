@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { registerDemo } from './commands/demo.js';
+import { registerPlan } from './commands/plan.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerErrors } from './commands/errors.js';
 import { registerSimulate } from './commands/simulate.js';
@@ -13,6 +14,7 @@ registerDashboard(program);
 registerErrors(program);
 registerSimulate(program);
 registerStats(program);
+registerPlan(program);
 
 void runProgram(program, process.argv).then((code) => {
   if (code !== 0) process.exitCode = code;
