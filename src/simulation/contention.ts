@@ -174,7 +174,7 @@ export interface ContentionResult {
  * Runs the contention model `runs` times for every strategy and number of
  * clients, each run with its own random source seeded from `seed`, the
  * strategy, the number of clients and the run: the same options give the
- * same rows on every machine.
+ * same rows on every run.
  */
 export function simulateContention(options: ContentionOptions = {}): ContentionResult {
   const strategies = options.strategies ?? CONTENTION_STRATEGIES;

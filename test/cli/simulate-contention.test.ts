@@ -69,7 +69,7 @@ describe('redeliver simulate contention', () => {
     const file = folder.path('contention.svg');
     const run = await simulate(['--clients', '2,5,10', '--runs', '3', '--svg', file]);
     expect(run.code).toBe(0);
-    expect(run.stdout).toContain(`chart written to ${file}`);
+    expect(run.stdout).toContain(`Chart written to ${file}`);
     const svg = readFileSync(file, 'utf8');
     expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
     expect(wellFormed(svg)).toBe(true);

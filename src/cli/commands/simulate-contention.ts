@@ -56,7 +56,7 @@ export function registerSimulateContention(simulate: Command): void {
         'Mean completion time in ms (until the last client learned its write succeeded)',
         ...matrix(rows, opts, (row) => Math.round(row.completionMs).toLocaleString('en-US')),
       ];
-      if (opts.svg !== undefined) lines.push('', `chart written to ${opts.svg}`);
+      if (opts.svg !== undefined) lines.push('', `Chart written to ${opts.svg}`);
       await write(io.stdout, `${lines.join('\n')}\n`);
     });
 }
