@@ -8,7 +8,7 @@ import { RetryLaterError } from '../../src/policy/errors.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary } from '../redis/workload.js';
 import { messageBody, type Throughput } from './workload.js';
-import { withClients, deleteStreams, type openClients } from './server.js';
+import { withClients, deleteStreams } from './server.js';
 
 /** Sends in flight at once while the queue is loaded. */
 const SEND_CHUNK = 1_000;

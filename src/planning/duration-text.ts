@@ -12,17 +12,25 @@ export function parseDuration(text: string): number | undefined {
   return Number.isFinite(value) ? value : undefined;
 }
 
-/** Writes milliseconds in the largest unit that keeps them readable: `850 ms`, `12.5 s`, `4.2 min`, `3.1 h`, `2.5 d`. */
+/**
+ * Writes milliseconds readably, in at most two units: `850 ms`, `12.5 s`,
+ * `1 min 36 s`, `24 h`, `26 h 5 min`, `3 d 4 h`.
+ */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms)) return String(ms);
-  const abs = Math.abs(ms);
-  if (abs < 1_000) return `${round(ms)} ms`;
-  if (abs < 60_000) return `${round(ms / 1_000)} s`;
-  if (abs < 3_600_000) return `${round(ms / 60_000)} min`;
-  if (abs < 86_400_000) return `${round(ms / 3_600_000)} h`;
-  return `${round(ms / 86_400_000)} d`;
+  if (ms < 0) return `-${formatDuration(-ms)}`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  if (ms < 59_950) return `${Number((ms / 1_000).toFixed(1))} s`;
+  if (ms < 3_600_000) return pair(ms, 60_000, 'min', 1_000, 's');
+  if (ms < 2 * 86_400_000) return pair(ms, 3_600_000, 'h', 60_000, 'min');
+  return pair(ms, 86_400_000, 'd', 3_600_000, 'h');
 }
 
-function round(n: number): string {
-  return String(Number(n.toFixed(n >= 100 || n <= -100 ? 0 : 1)));
+/** `ms` as whole big units and the rest in whole small units (rounded), the small part left out when 0. */
+function pair(ms: number, big: number, bigUnit: string, small: number, smallUnit: string): string {
+  const smalls = Math.round(ms / small);
+  const perBig = big / small;
+  const whole = Math.floor(smalls / perBig);
+  const rest = smalls - whole * perBig;
+  return rest === 0 ? `${whole} ${bigUnit}` : `${whole} ${bigUnit} ${rest} ${smallUnit}`;
 }

@@ -39,6 +39,15 @@ describe('durations', () => {
   });
 
   it('writes them readably', () => {
-    expect([formatDuration(850), formatDuration(12_500), formatDuration(252_000), formatDuration(3 * 3_600_000), formatDuration(2.5 * 86_400_000)]).toEqual(['850 ms', '12.5 s', '4.2 min', '3 h', '2.5 d']);
+    expect([formatDuration(850), formatDuration(12_500), formatDuration(96_000), formatDuration(120_000), formatDuration(86_400_000), formatDuration(26 * 3_600_000 + 300_000), formatDuration(2.5 * 86_400_000)]).toEqual([
+      '850 ms',
+      '12.5 s',
+      '1 min 36 s',
+      '2 min',
+      '24 h',
+      '26 h 5 min',
+      '2 d 12 h',
+    ]);
+    expect(formatDuration(3_599_999)).toBe('60 min');
   });
 });

@@ -36,7 +36,7 @@ describe.each(stores)('deduplication with the %s store', (_name, make) => {
       concurrency: 4,
       deduplication: store,
       recoverability: { immediateRetries: 0, delayedRetries: 1, delayedBackoff: () => 1_000 },
-      handler: (m, ctx) => {
+      handler: (_message, ctx) => {
         if (ctx.messageId === 'b' && failOnce) {
           failOnce = false;
           throw new Error('transient');

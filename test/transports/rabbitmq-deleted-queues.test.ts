@@ -14,7 +14,6 @@ import { Producer } from '../../src/producer/producer.js';
 import {
   PublishReturnedError,
   RabbitMqDelivery,
-  RabbitMqTransport,
   classifyRabbitMqSendError,
 } from '../../src/transports/rabbitmq/index.js';
 import { delayLevels, delayTopologyNames } from '../../src/transports/rabbitmq/topology.js';

@@ -525,7 +525,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    */
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
     if (queues !== undefined) for (const queue of queues) checkQueueName(queue);
-    const { connection, declarations, markers } = this.#context;
+    const { declarations, markers } = this.#context;
     const quorum = delayTopologyNames(this.#context.options.topologyPrefix, 'quorum');
     const levels = [...levelQueues(quorum), ...levelQueues(delayTopologyNames(this.#context.options.topologyPrefix, 'classic'))];
     const levelSet = new Set(levels);

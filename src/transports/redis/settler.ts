@@ -37,7 +37,7 @@ export class Settler {
   constructor(
     private readonly scripts: ScriptRunner,
     private readonly redisKeys: RedisKeys,
-    private readonly queue: string,
+    queue: string,
     private readonly consumer: string,
   ) {
     this.#keys = redisKeys.of(queue);

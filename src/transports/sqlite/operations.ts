@@ -50,7 +50,6 @@ interface DepthRow {
  * each, so workers on the same file keep committing while it runs.
  */
 export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
-  readonly #db: Database.Database;
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
   readonly #onQueued: (queue: string, dueAt: number) => void;
@@ -71,7 +70,6 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #deleteRows: (queue: string, seqs: readonly number[]) => number;
 
   constructor(db: Database.Database, clock: Clock, busyTimeoutMs: number, onQueued: (queue: string, dueAt: number) => void) {
-    this.#db = db;
     this.#clock = clock;
     this.#busyTimeoutMs = busyTimeoutMs;
     this.#onQueued = onQueued;

@@ -1,0 +1,94 @@
+import { writeFileSync } from 'node:fs';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { OptionError } from '../../endpoint/validate.js';
+import { ALL_TARGETS, findConflicts, planNotes, RABBITMQ_CONSUMER_TIMEOUT_MS, type PlanTarget } from '../../planning/conflicts.js';
+import { planPolicy } from '../../planning/plan.js';
+import { planChart, planReport, planText } from '../plan-report.js';
+import { ioOf } from '../program.js';
+import { UsageError } from '../open-transport.js';
+import { addPolicyOptions, durationFlag, policyInput, type PolicyFlags } from '../policy-options.js';
+
+interface PlanFlags extends PolicyFlags {
+  handlerMs?: number;
+  queueDepth?: number;
+  transport: 'all' | 'sqlite' | 'redis' | 'rabbitmq' | 'jetstream';
+  queueType: 'classic' | 'quorum';
+  rabbitmqVersion: number;
+  deliveryLimit?: number;
+  consumerTimeout: number;
+  maxDeliver?: number;
+  draws: number;
+  seed: number;
+  json?: boolean;
+  svg?: string;
+}
+
+export function registerPlan(program: Command): void {
+  const command = program
+    .command('plan')
+    .description('show what a retry policy does to a message that keeps failing: every attempt and when it runs, the time to the error queue, and the broker limits that cut it short')
+    .argument('[module]', 'a policy module: a .js, .mjs or (with tsx installed) .ts file whose default export is the options an Endpoint takes');
+  addPolicyOptions(command)
+    .option('--handler-ms <duration>', 'how long one handler attempt takes (milliseconds, or 2s, 5m)', durationFlag)
+    .option('--queue-depth <count>', 'with --handler-ms: the worker time a queue of this many failing messages takes', positiveWhole)
+    .addOption(new Option('--transport <name>', 'the broker to check the policy against').choices(['all', 'sqlite', 'redis', 'rabbitmq', 'jetstream']).default('all'))
+    .addOption(new Option('--queue-type <type>', 'rabbitmq: the work queue type').choices(['classic', 'quorum']).default('classic'))
+    .option('--rabbitmq-version <major>', 'rabbitmq: the broker major version (4 and later give quorum queues a delivery limit of 20)', positiveWhole, 4)
+    .option('--delivery-limit <count>', "rabbitmq: the work queue's x-delivery-limit (default: 20 on quorum queues of RabbitMQ 4, none otherwise)", whole)
+    .option('--consumer-timeout <duration>', "rabbitmq: the broker's consumer_timeout", durationFlag, RABBITMQ_CONSUMER_TIMEOUT_MS)
+    .option('--max-deliver <count>', "jetstream: the work consumer's max_deliver (default -1, none, as the transport creates it)", integer)
+    .option('--draws <count>', 'seeded draws of the jittered schedule', positiveWhole, 1000)
+    .option('--seed <number>', 'seed of the first draw', whole, 1)
+    .option('--json', 'print one JSON object instead of the table')
+    .option('--svg <file>', 'write a chart of the time from the first attempt to each attempt')
+    .action(async (moduleFile: string | undefined, flags: PlanFlags, cmd: Command) => {
+      const { stdout } = ioOf(cmd);
+      const input = await policyInput(moduleFile, flags);
+      let plan;
+      try {
+        plan = planPolicy(input, { draws: flags.draws, seed: flags.seed, handlerMs: flags.handlerMs, queueDepth: flags.queueDepth });
+      } catch (error) {
+        if (error instanceof OptionError) throw new UsageError(error.message);
+        throw error;
+      }
+      if (flags.queueDepth !== undefined && flags.handlerMs === undefined) throw new UsageError('--queue-depth needs --handler-ms');
+      const targets = planTargets(flags);
+      const conflicts = findConflicts(plan, input, targets);
+      const notes = planNotes(plan, targets);
+      if (flags.svg !== undefined) writeFileSync(flags.svg, planChart(plan));
+      if (flags.json) stdout.write(`${JSON.stringify(planReport(plan, conflicts, notes))}\n`);
+      else stdout.write(planText(plan, conflicts, notes, targets));
+      if (flags.svg !== undefined && !flags.json) stdout.write(`Chart written to ${flags.svg}\n`);
+    });
+}
+
+function planTargets(flags: PlanFlags): readonly PlanTarget[] {
+  const rabbitmq: PlanTarget = {
+    transport: 'rabbitmq',
+    queueType: flags.queueType,
+    brokerMajor: flags.rabbitmqVersion,
+    consumerTimeoutMs: flags.consumerTimeout,
+    ...(flags.deliveryLimit === undefined ? {} : { deliveryLimit: flags.deliveryLimit }),
+  };
+  const jetstream: PlanTarget = { transport: 'jetstream', ...(flags.maxDeliver === undefined ? {} : { maxDeliver: flags.maxDeliver }) };
+  const chosen = ALL_TARGETS.map((t) => (t.transport === 'rabbitmq' ? rabbitmq : t.transport === 'jetstream' ? jetstream : t));
+  return flags.transport === 'all' ? chosen : chosen.filter((t) => t.transport === flags.transport);
+}
+
+function integer(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isInteger(n)) throw new InvalidArgumentError('expected a whole number');
+  return n;
+}
+
+function whole(value: string): number {
+  const n = integer(value);
+  if (n < 0) throw new InvalidArgumentError('expected a whole number of at least 0');
+  return n;
+}
+
+function positiveWhole(value: string): number {
+  const n = integer(value);
+  if (n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+  return n;
+}
