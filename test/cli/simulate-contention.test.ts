@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { registerSimulate } from '../../src/cli/commands/simulate.js';
 import { buildProgram, runProgram } from '../../src/cli/program.js';
@@ -11,7 +13,7 @@ afterAll(() => folder.cleanup());
 async function simulate(args: readonly string[]): Promise<CliRun> {
   const stdout = capture();
   const stderr = capture();
-  const program = buildProgram({ stdout, stderr, env: {} });
+  const program = buildProgram({ stdout, stderr, env: { REDELIVER_STATE_DIR: join(tmpdir(), 'redeliver-no-dashboard') } });
   registerSimulate(program);
   const code = await runProgram(program, ['node', 'redeliver', 'simulate', 'contention', ...args]);
   return { code, stdout: stdout.text, stderr: stderr.text };

@@ -1,12 +1,12 @@
-import { writeFile } from 'node:fs/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { contentionChart } from '../../simulation/contention-chart.js';
 import { CONTENTION_STRATEGIES, simulateContention, type ContentionRow, type ContentionStrategy } from '../../simulation/contention.js';
 import { table } from '../format.js';
 import { ioOf } from '../program.js';
 import { write } from '../session.js';
+import { addChartOptions, deliverChart, type ChartFlags } from '../chart-output.js';
 
-interface ContentionFlags {
+interface ContentionFlags extends ChartFlags {
   clients: number[];
   runs: number;
   seed: number;
@@ -14,12 +14,11 @@ interface ContentionFlags {
   baseMs: number;
   capMs: number;
   json?: boolean;
-  svg?: string;
 }
 
 /** `redeliver simulate contention`: many clients writing one row, per backoff strategy. */
 export function registerSimulateContention(simulate: Command): void {
-  simulate
+  const command = simulate
     .command('contention')
     .summary('many clients writing one row: calls and completion time per backoff strategy')
     .description(
@@ -36,15 +35,17 @@ export function registerSimulateContention(simulate: Command): void {
     )
     .option('--base-ms <ms>', 'base delay: retry n waits min(cap, base × 2^n) before jitter', milliseconds, 5)
     .option('--cap-ms <ms>', 'largest delay before a retry', milliseconds, 2_000)
-    .option('--json', 'print JSON for scripts')
-    .option('--svg <file>', 'write a chart of calls and completion time against the number of clients to this SVG file')
+    .option('--json', 'print JSON for scripts');
+  addChartOptions(command, 'a chart of calls and completion time against the number of clients')
     .action(async (opts: ContentionFlags, command: Command) => {
       const io = ioOf(command);
       const { rows } = simulateContention({ strategies: opts.strategy, clients: opts.clients, runs: opts.runs, seed: opts.seed, baseMs: opts.baseMs, capMs: opts.capMs });
       const summary = `${opts.runs} runs per point, seed ${opts.seed}, base ${opts.baseMs} ms, cap ${opts.capMs} ms, network hop |Normal(10 ms, 2 ms)|`;
-      if (opts.svg !== undefined) await writeFile(opts.svg, contentionChart(rows, `Contention for one row (${summary})`));
+      const title = `Contention for one row (${summary})`;
+      const chartLines = await deliverChart(title, () => contentionChart(rows, title), opts, io);
       if (opts.json) {
         await write(io.stdout, `${JSON.stringify({ rows: rows.map(jsonRow) }, null, 2)}\n`);
+        for (const line of chartLines) await write(io.stderr, `${line}\n`);
         return;
       }
       const lines = [
@@ -56,7 +57,7 @@ export function registerSimulateContention(simulate: Command): void {
         'Mean completion time in ms (until the last client learned its write succeeded)',
         ...matrix(rows, opts, (row) => Math.round(row.completionMs).toLocaleString('en-US')),
       ];
-      if (opts.svg !== undefined) lines.push('', `Chart written to ${opts.svg}`);
+      if (chartLines.length > 0) lines.push('', ...chartLines);
       await write(io.stdout, `${lines.join('\n')}\n`);
     });
 }
