@@ -104,7 +104,7 @@ export function planText(plan: PolicyPlan, conflicts: readonly Conflict[], notes
 }
 
 /** The chart: time from the first attempt to each attempt, at p0, p50, p99 and p100 of the draws. */
-export function planChart(plan: PolicyPlan): string {
+export function planChart(plan: PolicyPlan, title: string): string {
   const series = (name: string, pick: (a: PolicyPlan['schedule'][number]) => number) => ({
     name,
     points: plan.schedule.map((a) => ({ x: a.attempt, y: pick(a) / scale.ms })),
@@ -120,7 +120,7 @@ export function planChart(plan: PolicyPlan): string {
         series: [series('p0', (a) => a.elapsedMs.p0), series('p50', (a) => a.elapsedMs.p50), series('p99', (a) => a.elapsedMs.p99), series('p100', (a) => a.elapsedMs.p100)],
       },
     ],
-    { title: `Retry plan: ${plan.attempts.max} attempts, longest ${formatDuration(plan.toErrorQueueMs.p100)} to the error queue`, panelWidth: 640 },
+    { title, panelWidth: 640 },
   );
 }
 

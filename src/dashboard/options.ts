@@ -58,6 +58,16 @@ export interface DashboardOptions {
    */
   token?: string;
   /**
+   * A secret that lets command line tools on this machine show charts on
+   * the dashboard: `POST /api/charts` with `Authorization: Bearer
+   * <chartToken>` and `{ title, svg }`. It grants nothing else, and the
+   * dashboard token and cookie do not stand in for it. At least 16
+   * characters. `redeliver dashboard` makes one up and writes it to its
+   * runtime file (see docs/operations-dashboard.md). Default none: the chart
+   * endpoints answer 404 and the page has no charts section.
+   */
+  chartToken?: string;
+  /**
    * The address to listen on. Default `127.0.0.1`. Anything other than a
    * loopback address (`127.x.x.x`, `::1`, `localhost`) requires `token`.
    */
@@ -102,6 +112,7 @@ export interface DashboardConfig {
   readonly errorQueues: readonly string[];
   readonly endpoints: readonly DashboardEndpoint[];
   readonly token: string | undefined;
+  readonly chartToken: string | undefined;
   readonly host: string;
   readonly port: number;
   /** The parsed `publicUrl`, its path ending in `/`; undefined without one. */
@@ -153,6 +164,10 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   if (token !== undefined && (typeof token !== 'string' || token.length < MIN_TOKEN_LENGTH)) {
     throw new DashboardOptionError(`token must be at least ${MIN_TOKEN_LENGTH} characters (try: openssl rand -hex 16)`);
   }
+  const chartToken = options.chartToken;
+  if (chartToken !== undefined && (typeof chartToken !== 'string' || chartToken.length < MIN_TOKEN_LENGTH)) {
+    throw new DashboardOptionError(`chartToken must be at least ${MIN_TOKEN_LENGTH} characters`);
+  }
   if (!isLoopbackHost(host) && token === undefined) {
     throw new DashboardOptionError(`refusing to listen on ${host} without a token: anyone who can reach it could replay and delete messages. Pass a token, or listen on 127.0.0.1`);
   }
@@ -169,6 +184,7 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
     errorQueues: [...new Set(errorQueues)],
     endpoints: [...(options.endpoints ?? [])],
     token,
+    chartToken,
     host,
     port,
     publicUrl: options.publicUrl === undefined ? undefined : parsePublicUrl(options.publicUrl),

@@ -4,10 +4,15 @@
  * from the JSON API and reaches the DOM as text (textContent, text nodes),
  * never as markup: bodies, headers and error messages are untrusted.
  */
+import { CHARTS_SCRIPT, CHARTS_SECTION, CHARTS_STYLE } from './charts-page.js';
 import { PAGE_HELPERS } from './page-helpers.js';
 
-/** The HTML of the page. `nonce` and `csrfToken` are base64url, safe in attributes as they are. */
-export function renderPage(nonce: string, csrfToken: string): string {
+/**
+ * The HTML of the page, with the charts section when the dashboard takes
+ * charts. `nonce` and `csrfToken` are base64url, safe in attributes as they
+ * are.
+ */
+export function renderPage(nonce: string, csrfToken: string, charts: boolean): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -15,7 +20,7 @@ export function renderPage(nonce: string, csrfToken: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="redeliver-csrf" content="${csrfToken}">
 <title>redeliver dashboard</title>
-<style nonce="${nonce}">${STYLE}</style>
+<style nonce="${nonce}">${STYLE}${charts ? CHARTS_STYLE : ''}</style>
 </head>
 <body>
 <header>
@@ -26,7 +31,7 @@ export function renderPage(nonce: string, csrfToken: string): string {
   <button id="refresh" type="button">Refresh</button>
 </header>
 <p id="status" role="status" aria-live="polite"></p>
-<main>
+<main>${charts ? CHARTS_SECTION : ''}
 <section id="live">
   <h2>Live <span class="muted small">refreshed every 2 s</span></h2>
   <div id="error-queues" class="cards"></div>
@@ -57,7 +62,7 @@ export function renderPage(nonce: string, csrfToken: string): string {
   <div id="detail"></div>
 </section>
 </main>
-<script nonce="${nonce}">${SCRIPT}</script>
+<script nonce="${nonce}">${script(charts)}</script>
 </body>
 </html>`;
 }
@@ -109,12 +114,14 @@ summary { cursor: pointer; font-size: 13px; font-weight: 600; margin: 16px 0 6px
 /*
  * The page script. It never assigns markup: every value goes through
  * text nodes or textContent. State-changing calls send the CSRF token from
- * the page's meta tag in a header.
+ * the page's meta tag in a header. With `charts` it runs the charts
+ * section's script too.
  */
-const SCRIPT = `
+function script(charts: boolean): string {
+  return `
 'use strict';
 (() => {
-${PAGE_HELPERS}
+${PAGE_HELPERS}${charts ? CHARTS_SCRIPT : ''}
   const state = { groups: [], selected: null, offset: 0, limit: 25, total: 0, entry: null, busy: false };
 
   function replace(id, node) { const host = $(id); host.replaceChildren(node); }
@@ -326,3 +333,4 @@ ${PAGE_HELPERS}
   }, 2000);
 })();
 `;
+}

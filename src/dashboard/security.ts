@@ -66,12 +66,14 @@ export function bracket(host: string): string {
 
 /** The token a request carries, from `Authorization: Bearer` or the cookie. */
 export function presentedToken(req: IncomingMessage): string | undefined {
+  return bearerToken(req) ?? cookie(req, TOKEN_COOKIE);
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(req: IncomingMessage): string | undefined {
   const auth = req.headers.authorization;
-  if (typeof auth === 'string') {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    if (match) return match[1];
-  }
-  return cookie(req, TOKEN_COOKIE);
+  if (typeof auth !== 'string') return undefined;
+  return /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1];
 }
 
 /** The value of one cookie, or undefined. */
@@ -128,6 +130,28 @@ export function stateChangeRefusal(req: IncomingMessage, csrfToken: string, publ
   if (typeof site === 'string' && site !== 'same-origin') return { status: 403, error: 'cross-site request refused' };
   const presented = req.headers[CSRF_HEADER];
   if (typeof presented !== 'string' || !safeEqual(presented, csrfToken)) return { status: 403, error: 'missing or wrong CSRF token' };
+  const type = req.headers['content-type'];
+  if (typeof type !== 'string' || type.split(';')[0]!.trim().toLowerCase() !== 'application/json') {
+    return { status: 415, error: 'the request body must be application/json' };
+  }
+  return undefined;
+}
+
+/**
+ * Why a chart sent to `POST /api/charts` is refused, or undefined when it
+ * may go on. The chart feed is for command line tools on this machine, not
+ * browsers: a request a browser made (it carries `Origin`, or Fetch
+ * Metadata other than `Sec-Fetch-Site: none`) is refused whatever it
+ * carries, and only `Authorization: Bearer <chartToken>` admits it (the
+ * dashboard token, its cookie and the CSRF token do not).
+ */
+export function chartPostRefusal(req: IncomingMessage, chartToken: string): { status: number; error: string } | undefined {
+  const site = req.headers['sec-fetch-site'];
+  if (req.headers.origin !== undefined || (site !== undefined && site !== 'none')) {
+    return { status: 403, error: 'charts are accepted from command line tools, not from web pages' };
+  }
+  const presented = bearerToken(req);
+  if (presented === undefined || !safeEqual(presented, chartToken)) return { status: 403, error: 'a valid chart token is required: Authorization: Bearer <chartToken>' };
   const type = req.headers['content-type'];
   if (typeof type !== 'string' || type.split(';')[0]!.trim().toLowerCase() !== 'application/json') {
     return { status: 415, error: 'the request body must be application/json' };

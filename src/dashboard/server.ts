@@ -3,12 +3,14 @@ import type { AddressInfo } from 'node:net';
 import { systemClock } from '../time/clock.js';
 import { redactCredentials } from '../util/redact.js';
 import { ApiError, DashboardApi } from './api.js';
+import { ChartShelf, MAX_CHART_BYTES } from './charts.js';
 import { GroupIndex } from './groups.js';
 import { resolveDashboardConfig, type DashboardConfig, type DashboardOptions } from './options.js';
 import { renderPage } from './page.js';
 import {
   allowedHosts,
   bracket,
+  chartPostRefusal,
   pagePolicy,
   presentedToken,
   randomToken,
@@ -38,6 +40,10 @@ export interface Dashboard {
 
 /** The largest request body accepted, in bytes. */
 const MAX_BODY_BYTES = 16 * 1024;
+/** The largest chart request body accepted, in bytes: the SVG, escaped in JSON, and its title. */
+const MAX_CHART_BODY_BYTES = 2 * MAX_CHART_BYTES + 16 * 1024;
+/** The Content-Security-Policy of a chart: styles inside it apply, scripts inside it never run, even when it is opened on its own. */
+const CHART_POLICY = "default-src 'none'; style-src 'unsafe-inline'";
 
 /**
  * Starts the operations dashboard: failure groups of the error queues,
@@ -51,8 +57,11 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
   const storeMode: StoreMode | undefined = config.store === undefined ? undefined : await openStoreMode(config);
   const inPlace = storeMode ? undefined : inPlaceMode(config);
   const csrfToken = randomToken();
+  const charts = config.chartToken === undefined ? undefined : new ChartShelf(config.clock);
   /** Host header values accepted; undefined on a non-loopback address, where the token guards instead. */
   let hosts: Set<string> | undefined;
+  /** Where people open the dashboard, ending in `/`; known once it listens. */
+  let publicBase = '';
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -69,6 +78,8 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     if (hosts && !hosts.has(host)) return json(res, 403, { error: 'unexpected Host header' });
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     const method = req.method ?? 'GET';
+    // Charts come from command line tools, which prove themselves with the chart token alone.
+    if (url.pathname === '/api/charts' && method === 'POST') return postChart(req, res);
 
     if (config.token !== undefined) {
       const queryToken = url.pathname === '/' && method === 'GET' ? url.searchParams.get('token') : null;
@@ -88,7 +99,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     if (path === '/') {
       if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
       const nonce = randomToken(18);
-      const html = storeMode ? renderStorePage(nonce, csrfToken) : renderPage(nonce, csrfToken);
+      const html = storeMode ? renderStorePage(nonce, csrfToken, charts !== undefined) : renderPage(nonce, csrfToken, charts !== undefined);
       res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': pagePolicy(nonce), 'Content-Length': Buffer.byteLength(html) });
       res.end(method === 'HEAD' ? undefined : html);
       return;
@@ -96,6 +107,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     if (!path.startsWith('/api/')) return json(res, 404, { error: 'not found' });
     const site = req.headers['sec-fetch-site'];
     if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return json(res, 403, { error: 'cross-site request refused' });
+    if (path === '/api/charts' || path.startsWith('/api/charts/')) return getChart(path, method, res);
 
     try {
       if (storeMode) {
@@ -129,6 +141,32 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     }
   }
 
+  /** POST /api/charts {title, svg}: keeps a chart and answers where it is shown. */
+  async function postChart(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!charts) return json(res, 404, { error: 'not found' });
+    const refusal = chartPostRefusal(req, config.chartToken!);
+    if (refusal) return json(res, refusal.status, { error: refusal.error });
+    try {
+      const chart = charts.add(await readJson(req, MAX_CHART_BODY_BYTES));
+      return json(res, 200, { id: chart.id, url: `${publicBase}api/charts/${chart.id}.svg` });
+    } catch (error) {
+      if (error instanceof ApiError) return json(res, error.status, { error: error.message });
+      throw error;
+    }
+  }
+
+  /** GET /api/charts: the charts, newest first; GET /api/charts/<id>.svg: one chart. */
+  function getChart(path: string, method: string, res: ServerResponse): void {
+    if (!charts) return json(res, 404, { error: 'not found' });
+    if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, path === '/api/charts' ? 'GET, HEAD, POST' : 'GET, HEAD');
+    if (path === '/api/charts') return json(res, 200, { charts: charts.list() });
+    const match = /^\/api\/charts\/([A-Za-z0-9_-]+)\.svg$/.exec(path);
+    const svg = match ? charts.svg(match[1]!) : undefined;
+    if (svg === undefined) return json(res, 404, { error: 'no such chart (only the newest are kept)' });
+    res.writeHead(200, { 'Content-Type': 'image/svg+xml; charset=utf-8', 'Content-Security-Policy': CHART_POLICY, 'Content-Length': Buffer.byteLength(svg) });
+    res.end(method === 'HEAD' ? undefined : svg);
+  }
+
   try {
     await listen();
   } catch (error) {
@@ -140,9 +178,10 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
 
   let closed: Promise<void> | undefined;
   const url = `http://${bracket(config.host)}:${port}/`;
+  publicBase = config.publicUrl?.href ?? url;
   return {
     url,
-    publicUrl: config.publicUrl?.href ?? url,
+    publicUrl: publicBase,
     close() {
       closed ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -190,12 +229,12 @@ function decode(segment: string): string {
   }
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new ApiError(413, `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+    if (size > maxBytes) throw new ApiError(413, `the request body is larger than ${maxBytes} bytes`);
     chunks.push(chunk);
   }
   try {

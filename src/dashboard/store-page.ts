@@ -7,10 +7,15 @@
  * value into the DOM as text.
  */
 import { STYLE } from './page.js';
+import { CHARTS_SCRIPT, CHARTS_SECTION, CHARTS_STYLE } from './charts-page.js';
 import { PAGE_HELPERS } from './page-helpers.js';
 
-/** The HTML of the store-mode page. `nonce` and `csrfToken` are base64url, safe in attributes as they are. */
-export function renderStorePage(nonce: string, csrfToken: string): string {
+/**
+ * The HTML of the store-mode page, with the charts section when the
+ * dashboard takes charts. `nonce` and `csrfToken` are base64url, safe in
+ * attributes as they are.
+ */
+export function renderStorePage(nonce: string, csrfToken: string, charts: boolean): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -18,7 +23,7 @@ export function renderStorePage(nonce: string, csrfToken: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="redeliver-csrf" content="${csrfToken}">
 <title>redeliver dashboard</title>
-<style nonce="${nonce}">${STYLE}${STORE_STYLE}</style>
+<style nonce="${nonce}">${STYLE}${STORE_STYLE}${charts ? CHARTS_STYLE : ''}</style>
 </head>
 <body>
 <header>
@@ -29,7 +34,7 @@ export function renderStorePage(nonce: string, csrfToken: string): string {
   <span id="live-state" class="muted small"></span>
 </header>
 <p id="status" role="status" aria-live="polite"></p>
-<main>
+<main>${charts ? CHARTS_SECTION : ''}
 <form id="filters" class="filters" autocomplete="off">
   <input id="f-text" type="search" placeholder="Search error message, error name, message id, key" data-testid="search" size="40">
   <label>Group <select id="f-group" data-testid="filter-group"><option value="">any</option></select></label>
@@ -96,7 +101,7 @@ export function renderStorePage(nonce: string, csrfToken: string): string {
   <p id="edit-error" class="error-text"></p>
   <div class="actions"><button id="edit-send" type="button" class="primary" data-testid="edit-send">Send</button><button id="edit-cancel" type="button">Cancel</button></div>
 </dialog>
-<script nonce="${nonce}">${STORE_SCRIPT}</script>
+<script nonce="${nonce}">${storeScript(charts)}</script>
 </body>
 </html>`;
 }
@@ -117,12 +122,14 @@ dialog textarea { display: block; width: 100%; font-family: ui-monospace, SFMono
 /*
  * The page script. It never assigns markup: every value goes through text
  * nodes or textContent, SVG included. State-changing calls send the CSRF
- * token from the page's meta tag in a header.
+ * token from the page's meta tag in a header. With `charts` it runs the
+ * charts section's script too.
  */
-const STORE_SCRIPT = `
+function storeScript(charts: boolean): string {
+  return `
 'use strict';
 (() => {
-${PAGE_HELPERS}
+${PAGE_HELPERS}${charts ? CHARTS_SCRIPT : ''}
   const SVG = 'http://www.w3.org/2000/svg';
   const COLORS = ['#1f6feb', '#c93c37', '#1a7f37', '#9a6700', '#8250df', '#bf3989', '#0a7c86', '#6e7781'];
   const PAGE = 50;
@@ -476,3 +483,4 @@ ${PAGE_HELPERS}
   setInterval(() => void poll(), 2000);
 })();
 `;
+}

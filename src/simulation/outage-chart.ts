@@ -40,9 +40,13 @@ export function outageChart(scenario: OutageScenario, lines: readonly OutageChar
       series: series.map((s) => ({ name: s.name, points: s.points.map((p) => ({ x: p.x, y: Math.min(p.y, cap) })) })),
     });
   }
-  return renderSvgChart(panels, {
-    title: `Load on a downstream through an outage: capacity ${formatRate(scenario.capacityPerSec)}/s, normal load ${formatRate(normal)}/s`,
-  });
+  return renderSvgChart(panels, { title: outageChartTitle(scenario) });
+}
+
+/** The heading of {@link outageChart}: the downstream's capacity and its normal load. */
+export function outageChartTitle(scenario: OutageScenario): string {
+  const normal = scenario.capacityPerSec * scenario.loadShare;
+  return `Load on a downstream through an outage: capacity ${formatRate(scenario.capacityPerSec)}/s, normal load ${formatRate(normal)}/s`;
 }
 
 /** Means of `values` over consecutive buckets of `size`, each placed at its bucket's start. */

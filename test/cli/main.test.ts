@@ -44,6 +44,6 @@ describe('the redeliver process', () => {
     expect(unknown.stderr).toBe("error: unknown option '--colour'\n(add --help for usage)\n");
 
     expect(help.status).toBe(0);
-    for (const command of ['demo', 'dashboard', 'errors', 'stats']) expect(help.stdout).toMatch(new RegExp(`\\n  ${command} `));
+    for (const command of ['demo', 'dashboard', 'errors', 'simulate', 'stats']) expect(help.stdout).toMatch(new RegExp(`\\n  ${command} `));
   });
 });

@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
 import { registerPlan } from '../../src/cli/commands/plan.js';
+import { serveDashboard } from '../../src/cli/commands/dashboard.js';
+import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { buildProgram, runProgram } from '../../src/cli/program.js';
 import { capture } from './support.js';
 
@@ -11,10 +14,13 @@ const dir = mkdtempSync(join(tmpdir(), 'redeliver-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const fixture = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'planning', 'fixtures', 'policy.ts');
 
-async function plan(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** A state directory no dashboard has announced itself in. */
+const noDashboard = { REDELIVER_STATE_DIR: join(dir, 'no-dashboard') };
+
+async function plan(args: readonly string[], env: Record<string, string> = noDashboard): Promise<{ code: number; stdout: string; stderr: string }> {
   const stdout = capture();
   const stderr = capture();
-  const program = buildProgram({ stdout, stderr, env: {} });
+  const program = buildProgram({ stdout, stderr, env });
   registerPlan(program);
   const code = await runProgram(program, ['node', 'redeliver', 'plan', ...args]);
   return { code, stdout: stdout.text, stderr: stderr.text };
@@ -76,5 +82,38 @@ describe('redeliver plan', () => {
     expect(missing.stderr).toContain('does not exist');
     expect((await plan(['--handler-ms', 'soon'])).code).toBe(2);
     expect((await plan(['--transport', 'kafka'])).code).toBe(2);
+  });
+
+  it('shows the chart on a running dashboard, and not with --no-dashboard', async () => {
+    const env = { REDELIVER_STATE_DIR: join(dir, 'state') };
+    const abort = new AbortController();
+    const quiet = () => new Writable({ write: (_chunk, _enc, done) => done() });
+    let ready: (url: string) => void = () => undefined;
+    const listening = new Promise<string>((resolve) => (ready = resolve));
+    const served = serveDashboard('memory', { port: 0, host: '127.0.0.1', errorQueue: [] }, {
+      out: quiet(),
+      err: quiet(),
+      signal: abort.signal,
+      env,
+      openTransport: async () => new MemoryTransport(),
+      onReady: (url) => ready(url),
+    });
+    try {
+      const url = await listening;
+      const json = await plan(['--json'], env);
+      expect(json.code).toBe(0);
+      expect(JSON.parse(json.stdout)).toMatchObject({ attempts: 24 });
+      const shown = /^Chart shown on the dashboard: (\S+)$/m.exec(json.stderr);
+      expect(shown, json.stderr).not.toBeNull();
+      const list = (await (await fetch(new URL('api/charts', url))).json()) as { charts: { title: string }[] };
+      expect(list.charts.map((c) => c.title)).toEqual(['Retry plan: 24 attempts, longest 1 min to the error queue']);
+      const svg = await (await fetch(shown![1]!)).text();
+      expect(svg).toContain('<svg');
+      const off = await plan(['--no-dashboard'], env);
+      expect(off.stdout).not.toContain('dashboard');
+    } finally {
+      abort.abort();
+      await served;
+    }
   });
 });

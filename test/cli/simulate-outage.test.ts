@@ -17,7 +17,8 @@ const SMALL = ['--capacity', '20', '--warmup', '5s', '--outage', '30s', '--after
 async function simulate(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const stdout = capture();
   const stderr = capture();
-  const program = buildProgram({ stdout, stderr, env: {} });
+  // A state folder without a dashboard, so no chart goes to one running on this machine.
+  const program = buildProgram({ stdout, stderr, env: { REDELIVER_STATE_DIR: join(dir, 'state') } });
   registerSimulate(program);
   const code = await runProgram(program, ['node', 'redeliver', 'simulate', 'outage', ...args]);
   return { code, stdout: stdout.text, stderr: stderr.text };
@@ -62,7 +63,7 @@ describe('redeliver simulate outage', () => {
     const svg = join(dir, 'outage.svg');
     const run = await simulate([...SMALL, '--setting', 'none,combined', '--svg', svg]);
     expect(run.code).toBe(0);
-    expect(run.stdout).toContain(`chart written to ${svg}`);
+    expect(run.stdout).toContain(`Chart written to ${svg}`);
     const text = readFileSync(svg, 'utf8');
     expect(text.startsWith('<svg')).toBe(true);
     expect(text).toContain('outage from 5 s to 35 s');

@@ -45,7 +45,7 @@ describe('redeliver dashboard --store', () => {
     const abort = new AbortController();
     const out = sink();
     let url = '';
-    const served = serveDashboard(target, { ...base, store: storePath, ingest: true }, { out, err: sink(), signal: abort.signal, env: {}, onReady: (u) => (url = u) });
+    const served = serveDashboard(target, { ...base, store: storePath, ingest: true }, { out, err: sink(), signal: abort.signal, env: { REDELIVER_STATE_DIR: dir }, onReady: (u) => (url = u) });
     try {
       await waitFor(() => url !== '', 10_000, 'the dashboard to listen');
       expect(out.text).toContain(`from store ${storePath} (ingesting)`);

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +12,9 @@ import type { Transport } from '../../src/transport/types.js';
 import { csrfOf, deadLetterAll, postHeaders, request, sqliteWithErrorQueue } from './support.js';
 
 const sqlite = await sqliteWithErrorQueue();
+/** Where the dashboards started here write their runtime file. */
+const stateDir = mkdtempSync(join(tmpdir(), 'redeliver-state-'));
+afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
 function program(): Command {
   const p = new Command().exitOverride();
@@ -42,7 +48,7 @@ describe('redeliver dashboard', () => {
   it('documents its options in --help', () => {
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'dashboard', '--help'], { encoding: 'utf8', timeout: 30_000 });
     expect(run.status).toBe(0);
-    for (const option of ['--port', '--host', '--token', '--error-queue', '--public-url', '--allow-queue', '[target]', 'REDELIVER_URL']) expect(run.stdout).toContain(option);
+    for (const option of ['--port', '--host', '--token', '--error-queue', '--public-url', '--allow-queue', '--no-chart-feed', 'REDELIVER_STATE_DIR', '[target]', 'REDELIVER_URL']) expect(run.stdout).toContain(option);
   });
 
   /** Runs `serveDashboard` until it is listening; `stop()` ends it and resolves what it settled with. */
@@ -57,7 +63,7 @@ describe('redeliver dashboard', () => {
     const served = serveDashboard(
       target,
       { port: 0, host: '127.0.0.1', errorQueue: [], ...opts },
-      { out, signal: abort.signal, env: io.env ?? {}, onReady: (u) => (url = u), ...(io.openTransport ? { openTransport: io.openTransport } : {}) },
+      { out, signal: abort.signal, env: { REDELIVER_STATE_DIR: stateDir, ...io.env }, onReady: (u) => (url = u), ...(io.openTransport ? { openTransport: io.openTransport } : {}) },
     ).catch((e: unknown) => e);
     while (!url) {
       const early = await Promise.race([served, new Promise((r) => setTimeout(() => r(undefined), 20))]);

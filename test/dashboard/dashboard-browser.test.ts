@@ -168,6 +168,38 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     await page.close();
   }, 60_000);
 
+  it('shows a chart sent by a command line tool as an image, and a script inside it never runs', async () => {
+    transport = new MemoryTransport();
+    const chartToken = 'browser-chart-token-0123456789';
+    dashboard = await createDashboard({ transport, token: TOKEN, chartToken });
+    const page = await open(`?token=${TOKEN}`);
+    await expect.poll(() => page.locator('[data-testid="error-queue-card"]').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.locator('[data-testid="charts-panel"]').isHidden()).toBe(true);
+
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="120"><script>window.__xss=4</script><rect width="300" height="120" fill="#0072b2"/></svg>';
+    const posted = await fetch(`${dashboard.url}api/charts`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${chartToken}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ title: 'Contention: calls vs clients', svg }),
+    });
+    expect(posted.status).toBe(200);
+    const { url: chartUrl } = (await posted.json()) as { url: string };
+
+    const image = page.locator('[data-testid="chart-image"]');
+    await expect.poll(() => image.count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.locator('[data-testid="charts-panel"]').isVisible()).toBe(true);
+    expect(await page.locator('[data-testid="chart-figure"] figcaption').textContent()).toContain('Contention: calls vs clients');
+    await expect.poll(() => image.evaluate((img) => (img as unknown as { complete: boolean; naturalWidth: number }).complete && (img as unknown as { naturalWidth: number }).naturalWidth), { timeout: 10_000 }).toBe(300);
+    expect(await page.evaluate(() => (globalThis as { __xss?: unknown }).__xss)).toBeUndefined();
+    expect(cspViolations).toEqual([]);
+
+    // Opened on its own, the SVG is a document of its own: its CSP keeps the script from running.
+    await page.goto(chartUrl);
+    expect(await page.evaluate(() => (globalThis as { __xss?: unknown }).__xss)).toBeUndefined();
+    expect(await page.locator('rect').count()).toBe(1);
+    await page.close();
+  }, 60_000);
+
   it('works behind a reverse proxy that serves it under a path: logs in with the token and retries a group', async () => {
     const poison = new Switch();
     const ep = await startEndpoint('proxied', poison);

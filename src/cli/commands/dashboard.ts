@@ -1,10 +1,13 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { DashboardOptionError, isLoopbackHost, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
+import { removeRuntimeFile, runtimeFilePath, writeRuntimeFile } from '../../dashboard/runtime-file.js';
+import { randomToken } from '../../dashboard/security.js';
 import { createDashboard } from '../../dashboard/server.js';
 import type { Logger } from '../../logger.js';
 import type { Transport } from '../../transport/types.js';
 import { redactCredentials } from '../../util/redact.js';
 import { openTransport, resolveTarget, UsageError } from '../open-transport.js';
+import { ioOf } from '../program.js';
 import { collect, OPTIONAL_TARGET_HELP } from '../session.js';
 
 /** Options of `redeliver dashboard`. */
@@ -27,6 +30,13 @@ export interface DashboardCommandOptions {
   ingest?: boolean;
   /** With `ingest`: the queue endpoints send replay outcomes to. Default none. */
   outcomeQueue?: string;
+  /**
+   * Take charts from `redeliver plan` and `redeliver simulate` on this
+   * machine: a chart token is made up and written, with the address, to the
+   * runtime file `<state dir>/dashboard.json`. Default true
+   * (`--no-chart-feed` turns it off).
+   */
+  chartFeed?: boolean;
 }
 
 /** `redeliver dashboard [sqlite-file|amqp-url|redis-url|nats-url]`: serves the operations dashboard until interrupted. */
@@ -44,13 +54,14 @@ export function registerDashboard(program: Command): void {
     .option('--store <file>', 'serve from this error store (search, charts, live updates) instead of reading the error queues in place')
     .option('--ingest', 'with --store: move the error queues into the store while serving')
     .option('--outcome-queue <name>', "with --ingest: the queue endpoints send replay outcomes to (their replayOutcomeQueue)")
-    .action(async (target: string | undefined, opts: DashboardCommandOptions) => {
+    .option('--no-chart-feed', 'do not show charts from redeliver plan and simulate, and write no runtime file ($REDELIVER_STATE_DIR/dashboard.json, default ~/.redeliver/dashboard.json)')
+    .action(async (target: string | undefined, opts: DashboardCommandOptions, command: Command) => {
       const stop = new AbortController();
       const onSignal = () => stop.abort();
       process.once('SIGINT', onSignal);
       process.once('SIGTERM', onSignal);
       try {
-        await serveDashboard(target, opts, { out: process.stdout, signal: stop.signal, env: process.env });
+        await serveDashboard(target, opts, { out: process.stdout, signal: stop.signal, env: ioOf(command).env ?? process.env });
       } finally {
         process.off('SIGINT', onSignal);
         process.off('SIGTERM', onSignal);
@@ -60,7 +71,9 @@ export function registerDashboard(program: Command): void {
 
 /**
  * Opens the transport, serves the dashboard, prints where, and closes both
- * when `signal` aborts.
+ * when `signal` aborts. Unless `chartFeed` is false it writes the runtime
+ * file while serving (see runtime-file.ts) and removes it when done, if it
+ * still names this process.
  */
 export async function serveDashboard(
   target: string | undefined,
@@ -70,7 +83,8 @@ export async function serveDashboard(
     /** Where the ingester's and retry jobs' warnings and errors go. Default standard error. */
     err?: NodeJS.WritableStream;
     signal: AbortSignal;
-    env: NodeJS.ProcessEnv;
+    /** Where `REDELIVER_URL`, `REDELIVER_DASHBOARD_TOKEN` and `REDELIVER_STATE_DIR` are read. */
+    env: Readonly<Record<string, string | undefined>>;
     onReady?: (url: string) => void;
     /** Opens the target. Default {@link openTransport}. */
     openTransport?: (target: string) => Promise<Transport>;
@@ -83,6 +97,7 @@ export async function serveDashboard(
   }
   if (opts.ingest && opts.store === undefined) throw new UsageError('--ingest needs --store <file> to ingest into');
   if (opts.outcomeQueue !== undefined && !opts.ingest) throw new UsageError('--outcome-queue needs --ingest');
+  const chartToken = opts.chartFeed === false ? undefined : randomToken();
   const transport = await (io.openTransport ?? ((t: string) => openTransport(t, io.env)))(resolveTarget(target, io.env));
   try {
     let dashboard;
@@ -93,6 +108,7 @@ export async function serveDashboard(
         host: opts.host,
         port: opts.port,
         ...(token === undefined ? {} : { token }),
+        ...(chartToken === undefined ? {} : { chartToken }),
         ...(opts.publicUrl === undefined ? {} : { publicUrl: opts.publicUrl }),
         ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
         ...(opts.store === undefined ? {} : { store: opts.store }),
@@ -107,9 +123,19 @@ export async function serveDashboard(
     const behind = dashboard.publicUrl === dashboard.url ? '' : ` (listening on ${dashboard.url})`;
     const source = opts.store === undefined ? '' : ` from store ${opts.store}${opts.ingest ? ' (ingesting)' : ''}`;
     io.out.write(`redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))}${source} at ${open}${behind}\n(Ctrl-C to stop)\n`);
-    io.onReady?.(dashboard.url);
-    if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
-    await dashboard.close();
+    const runtimeFile = chartToken === undefined ? undefined : runtimeFilePath(io.env);
+    try {
+      if (runtimeFile !== undefined) {
+        await writeRuntimeFile(runtimeFile, { url: dashboard.url, pid: process.pid, chartToken: chartToken! }).catch((error: unknown) => {
+          (io.err ?? process.stderr).write(`warn charts from redeliver plan and simulate will not reach this dashboard: cannot write ${runtimeFile}: ${error instanceof Error ? error.message : String(error)}\n`);
+        });
+      }
+      io.onReady?.(dashboard.url);
+      if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
+    } finally {
+      if (runtimeFile !== undefined) await removeRuntimeFile(runtimeFile, process.pid);
+      await dashboard.close();
+    }
   } finally {
     await transport.close();
   }

@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OptionError } from '../../endpoint/validate.js';
 import { ALL_TARGETS, findConflicts, planNotes, RABBITMQ_CONSUMER_TIMEOUT_MS, type PlanTarget } from '../../planning/conflicts.js';
@@ -7,8 +6,10 @@ import { planChart, planReport, planText } from '../plan-report.js';
 import { ioOf } from '../program.js';
 import { UsageError } from '../open-transport.js';
 import { addPolicyOptions, durationFlag, policyInput, type PolicyFlags } from '../policy-options.js';
+import { addChartOptions, deliverChart, type ChartFlags } from '../chart-output.js';
+import { formatDuration } from '../../planning/duration-text.js';
 
-interface PlanFlags extends PolicyFlags {
+interface PlanFlags extends PolicyFlags, ChartFlags {
   handlerMs?: number;
   queueDepth?: number;
   transport: 'all' | 'sqlite' | 'redis' | 'rabbitmq' | 'jetstream';
@@ -20,7 +21,6 @@ interface PlanFlags extends PolicyFlags {
   draws: number;
   seed: number;
   json?: boolean;
-  svg?: string;
 }
 
 export function registerPlan(program: Command): void {
@@ -39,10 +39,10 @@ export function registerPlan(program: Command): void {
     .option('--max-deliver <count>', "jetstream: the work consumer's max_deliver (default -1, none, as the transport creates it)", integer)
     .option('--draws <count>', 'seeded draws of the jittered schedule', positiveWhole, 1000)
     .option('--seed <number>', 'seed of the first draw', whole, 1)
-    .option('--json', 'print one JSON object instead of the table')
-    .option('--svg <file>', 'write a chart of the time from the first attempt to each attempt')
+    .option('--json', 'print one JSON object instead of the table');
+  addChartOptions(command, 'a chart of the time from the first attempt to each attempt')
     .action(async (moduleFile: string | undefined, flags: PlanFlags, cmd: Command) => {
-      const { stdout } = ioOf(cmd);
+      const io = ioOf(cmd);
       const input = await policyInput(moduleFile, flags);
       let plan;
       try {
@@ -55,10 +55,12 @@ export function registerPlan(program: Command): void {
       const targets = planTargets(flags);
       const conflicts = findConflicts(plan, input, targets);
       const notes = planNotes(plan, targets);
-      if (flags.svg !== undefined) writeFileSync(flags.svg, planChart(plan));
-      if (flags.json) stdout.write(`${JSON.stringify(planReport(plan, conflicts, notes))}\n`);
-      else stdout.write(planText(plan, conflicts, notes, targets));
-      if (flags.svg !== undefined && !flags.json) stdout.write(`Chart written to ${flags.svg}\n`);
+      const title = `Retry plan: ${plan.attempts.max} attempts, longest ${formatDuration(plan.toErrorQueueMs.p100)} to the error queue`;
+      const chartLines = await deliverChart(title, () => planChart(plan, title), flags, io);
+      if (flags.json) {
+        io.stdout.write(`${JSON.stringify(planReport(plan, conflicts, notes))}\n`);
+        for (const line of chartLines) io.stderr.write(`${line}\n`);
+      } else io.stdout.write(planText(plan, conflicts, notes, targets) + chartLines.map((line) => `${line}\n`).join(''));
     });
 }
 

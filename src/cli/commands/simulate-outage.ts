@@ -1,8 +1,7 @@
-import { writeFile } from 'node:fs/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OptionError } from '../../endpoint/validate.js';
 import { formatDuration } from '../../planning/duration-text.js';
-import { outageChart } from '../../simulation/outage-chart.js';
+import { outageChart, outageChartTitle } from '../../simulation/outage-chart.js';
 import {
   checkOutageSetting,
   OUTAGE_SETTINGS,
@@ -12,13 +11,14 @@ import {
   type OutageSetting,
   type OutageSettingName,
 } from '../../simulation/outage.js';
+import { addChartOptions, deliverChart, type ChartFlags } from '../chart-output.js';
 import { table } from '../format.js';
 import { UsageError } from '../open-transport.js';
 import { addPolicyOptions, durationFlag, policyInput, type PolicyFlags } from '../policy-options.js';
 import { ioOf } from '../program.js';
 import { write } from '../session.js';
 
-interface OutageFlags extends PolicyFlags {
+interface OutageFlags extends PolicyFlags, ChartFlags {
   capacity: number;
   load: number;
   warmup: number;
@@ -27,7 +27,6 @@ interface OutageFlags extends PolicyFlags {
   setting?: OutageSettingName[];
   seed: number;
   json?: boolean;
-  svg?: string;
 }
 
 /** The name of the setting a policy module or the policy flags describe. */
@@ -79,9 +78,8 @@ export function registerSimulateOutage(simulate: Command): void {
   // Two policy flags mean something else here.
   redescribe(command, '--concurrency', `messages the endpoint handles at once, in every setting (default ${DEFAULT_CONCURRENCY})`);
   redescribe(command, '--lease', 'no effect: the simulated transport does not lease');
-  command
-    .option('--json', 'print JSON for scripts')
-    .option('--svg <file>', "write a chart of the downstream's calls per second over time to this SVG file")
+  command.option('--json', 'print JSON for scripts');
+  addChartOptions(command, "a chart of the downstream's calls per second over time, one line per setting")
     .action(async (moduleFile: string | undefined, opts: OutageFlags, cmd: Command) => {
       const io = ioOf(cmd);
       const policy = await policyInput(moduleFile, opts);
@@ -116,9 +114,15 @@ export function registerSimulateOutage(simulate: Command): void {
       }
       if (io.stderr.isTTY) io.stderr.write('\r\u001b[2K');
 
-      if (opts.svg !== undefined) await writeFile(opts.svg, outageChart(scenario, rows.map((row) => ({ setting: row.setting, callsPerSecond: row.callsPerSecond }))));
+      const chartLines = await deliverChart(
+        outageChartTitle(scenario),
+        () => outageChart(scenario, rows.map((row) => ({ setting: row.setting, callsPerSecond: row.callsPerSecond }))),
+        opts,
+        io,
+      );
       if (opts.json) {
         await write(io.stdout, `${compactNumberArrays(JSON.stringify({ scenario, rows }, null, 2))}\n`);
+        for (const line of chartLines) await write(io.stderr, `${line}\n`);
         return;
       }
       const lines = [
@@ -151,7 +155,7 @@ export function registerSimulateOutage(simulate: Command): void {
         'Drain: from recovery until the backlog is gone; ideal: the backlog over the spare capacity.',
       ];
       if (settings.some(([name]) => name !== YOURS)) lines.push(`Built-in settings use the endpoint's default recoverability; ${describeSettings(settings.map(([name]) => name))}.`);
-      if (opts.svg !== undefined) lines.push('', `chart written to ${opts.svg}`);
+      if (chartLines.length > 0) lines.push('', ...chartLines);
       await write(io.stdout, `${lines.join('\n')}\n`);
     });
 }
