@@ -56,14 +56,14 @@ export function planText(plan: PolicyPlan, conflicts: readonly Conflict[], notes
   lines.push(
     ...table(
       [
-        { title: 'attempt', align: 'right' },
-        { title: 'kind' },
-        { title: 'round', align: 'right' },
-        { title: 'delay before', align: 'right' },
-        { title: 'elapsed p0', align: 'right' },
-        { title: 'p50', align: 'right' },
-        { title: 'p99', align: 'right' },
-        { title: 'p100', align: 'right' },
+        { title: 'ATTEMPT', align: 'right' },
+        { title: 'KIND' },
+        { title: 'ROUND', align: 'right' },
+        { title: 'DELAY BEFORE', align: 'right' },
+        { title: 'ELAPSED P0', align: 'right' },
+        { title: 'P50', align: 'right' },
+        { title: 'P99', align: 'right' },
+        { title: 'P100', align: 'right' },
       ],
       shown,
     ),

@@ -30,7 +30,7 @@ describe('redeliver plan', () => {
   it('prints the NServiceBus defaults as a table with totals and no conflicts', async () => {
     const run = await plan([]);
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/attempt\s+kind\s+round\s+delay before\s+elapsed p0\s+p50\s+p99\s+p100/);
+    expect(run.stdout).toMatch(/ATTEMPT\s+KIND\s+ROUND\s+DELAY BEFORE\s+ELAPSED P0\s+P50\s+P99\s+P100/);
     expect(run.stdout).toMatch(/\n\s+7\s+delayed\s+1\s+10 s\s+10 s\s+10 s\s+10 s\s+10 s\n/);
     expect(run.stdout).toContain('Attempts: 24, in 4 rounds');
     expect(run.stdout).toContain('Error queue (retries-exhausted) after: p50 1 min, p99 1 min, longest 1 min');
