@@ -85,10 +85,10 @@ describe.skipIf(skip)('RedeliverModule on RabbitMQ and SQLite', () => {
       await app.init();
       await app.get(Shop).producer.send(orders, { id: 'o-7' });
       const warehouse = app.get(Warehouse);
-      await waitFor(() => warehouse.shipped.length === 1, 15_000, 'the order to be shipped');
+      const [onRabbit, onSqlite] = app.get(RedeliverEndpoints).endpoints;
+      await waitFor(() => onRabbit!.endpoint.stats.handled === 1 && onSqlite!.endpoint.stats.handled === 1, 15_000, 'the order to be handled and shipped');
       expect(warehouse.shipped).toEqual(['o-7']);
       expect(warehouse.attempts).toBe(3);
-      const [onRabbit, onSqlite] = app.get(RedeliverEndpoints).endpoints;
       expect(onRabbit!.transport).toBe('rabbit');
       expect(onRabbit!.endpoint.stats).toMatchObject({ handled: 1, immediateRetries: 0, delayedRetries: 2, deadLettered: 0 });
       expect(onSqlite!.endpoint.stats).toMatchObject({ handled: 1 });
