@@ -6,6 +6,7 @@ import { DEFAULTS } from '../defaults.js';
 import { duration, fn, nonEmpty, wholeNumber } from '../endpoint/validate.js';
 import { TypedEmitter } from '../events.js';
 import { HEADER } from '../headers/names.js';
+import { expiresAtMs } from '../policy/deadline.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { systemClock, type Clock } from '../time/clock.js';
 import { Deadlines } from '../time/deadlines.js';
@@ -49,6 +50,15 @@ export interface SendOptions {
   id?: string;
   /** Application headers. Names starting with `redeliver-` are reserved. */
   headers?: Headers;
+  /**
+   * The message's deadline (a Date, or milliseconds since the Unix epoch):
+   * an endpoint never handles it at or after this time, and schedules no
+   * retry to come back then; it moves it to the error queue with reason
+   * `expired` (or discards it, per `recoverability.onExpired`). Carried in
+   * the `redeliver-expires-at` header. An invalid Date or number is refused
+   * before anything is sent. Default none.
+   */
+  expiresAt?: Date | number;
 }
 
 /** The events a producer emits, each with one arguments object. */
@@ -117,9 +127,10 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    */
   async send(queue: string, body: T, options: SendOptions = {}): Promise<string> {
     nonEmpty('queue', queue);
+    const headers = sendHeaders(options);
     const id = options.id ?? this.#newId();
     const payload = this.#codec.encode(body);
-    await this.#sendWithRetry(queue, id, payload, { ...options.headers });
+    await this.#sendWithRetry(queue, id, payload, headers);
     return id;
   }
 
@@ -129,9 +140,10 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    */
   sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | undefined, id: string) => void): string {
     nonEmpty('queue', queue);
+    const headers = sendHeaders(options);
     const id = options.id ?? this.#newId();
     const payload = this.#codec.encode(body);
-    this.#sendWithRetry(queue, id, payload, { ...options.headers }).then(
+    this.#sendWithRetry(queue, id, payload, headers).then(
       () => callback?.(undefined, id),
       (error: SendFailedError) => callback?.(error, id),
     );
@@ -254,4 +266,11 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     this.emit('sendFailed', { queue, messageId, error });
     return error;
   }
+}
+
+/** The headers of a send: the application's, then the deadline's when `expiresAt` is set (validated first, so a bad one sends nothing). */
+function sendHeaders(options: SendOptions): Headers {
+  const headers: Headers = { ...options.headers };
+  if (options.expiresAt !== undefined) headers[HEADER.expiresAt] = String(expiresAtMs(options.expiresAt));
+  return headers;
 }
