@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
+import { describeDeadlineConformance } from './deadline-cases.js';
 
 export interface ConformanceTarget {
   /** Shown in the test names. */
@@ -261,4 +262,5 @@ export function describeTransportConformance(target: ConformanceTarget): void {
       expect(settledIds).toEqual(new Set(['h-0', 'h-1', 'h-2', 'h-3', 'h-4']));
     });
   });
+  describeDeadlineConformance(target);
 }
