@@ -56,7 +56,7 @@ export function withRetryState(headers: Readonly<Headers>, state: RetryState): H
   if (state.lastDelayMs !== undefined) next[HEADER.lastDelay] = String(Math.round(state.lastDelayMs));
   if (state.delayedElapsedMs > 0) next[HEADER.delayedElapsed] = String(Math.round(state.delayedElapsedMs));
   if (state.history.length > 0) next[HEADER.history] = historyJson(state.history);
-  if (state.deadlineAt !== undefined) next[HEADER.deadlineAt] = String(state.deadlineAt);
+  if (state.deadlineAt !== undefined) next[HEADER.deadlineAt] = String(Math.floor(state.deadlineAt));
   return Object.assign(next, userHeaders(headers));
 }
 

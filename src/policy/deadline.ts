@@ -102,7 +102,8 @@ export function messageDeadline(input: {
   readonly firstAttemptAt: number;
 }): number | undefined {
   const { expiresAt, deadlineAt } = input.headers;
-  const policy = deadlineAt ?? (input.deadlineMs === undefined ? undefined : input.firstAttemptAt + input.deadlineMs);
+  // Whole milliseconds, as the header holds them; rounded down, so never later than asked.
+  const policy = deadlineAt ?? (input.deadlineMs === undefined ? undefined : Math.floor(input.firstAttemptAt + input.deadlineMs));
   if (policy === undefined) return expiresAt;
   return expiresAt === undefined ? policy : Math.min(policy, expiresAt);
 }

@@ -94,6 +94,8 @@ describe('deadline: pure functions', () => {
     expect(messageDeadline({ headers: { expiresAt: undefined, deadlineAt: START + 3 * S }, deadlineMs: 7 * S, firstAttemptAt: START + H })).toBe(START + 3 * S);
     expect(messageDeadline({ headers: { expiresAt: undefined, deadlineAt: START + 3 * S }, deadlineMs: undefined, firstAttemptAt: START + H })).toBe(START + 3 * S);
     expect(messageDeadline({ headers: { expiresAt: START + S, deadlineAt: START + 3 * S }, deadlineMs: undefined, firstAttemptAt: first })).toBe(START + S);
+    // Whole milliseconds, rounded down.
+    expect(messageDeadline({ headers: { expiresAt: undefined, deadlineAt: undefined }, deadlineMs: 1_000.7, firstAttemptAt: first + 0.5 })).toBe(START + 1_001);
   });
 
   it('reads the headers, naming the ones that are not a time', () => {
