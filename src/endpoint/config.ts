@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { linear } from '../backoff/linear.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
@@ -7,6 +8,7 @@ import type { DeduplicationStore } from '../dedup/types.js';
 import { resolveFlowConfig, type FlowConfig } from '../flow/config.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
+import { standardSchema } from '../schema/validate.js';
 import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
@@ -30,6 +32,7 @@ export interface EndpointConfig<T> extends RecoverabilityConfig {
   readonly queue: string;
   readonly transport: Transport;
   readonly handler: Handler<T>;
+  readonly schema: StandardSchemaV1<unknown, T> | undefined;
   readonly concurrency: number;
   readonly leaseMs: number;
   readonly settlementRetries: number;
@@ -67,6 +70,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     queue,
     transport,
     handler: fn<Handler<T>>('handler', options.handler),
+    schema: options.schema === undefined ? undefined : standardSchema('schema', options.schema),
     concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
