@@ -63,4 +63,17 @@ export const DEFAULTS = {
     /** MIN_CONNECT_TIMEOUT: 20 s. */
     minConnectTimeoutMs: 20_000,
   },
+  /** nesbus `SbBackoffRetry` (the defaults of its backoff options). */
+  nesbus: {
+    /** `delay`: the delay unit, 1 s. */
+    delayMs: 1_000,
+    /** `factor`: 2. */
+    factor: 2,
+    /** `distortFactor`: 10, a delay multiplied by 0.9 to 1.1. */
+    distortFactor: 10,
+    /** `retryCount`: 10 retries. */
+    retryCount: 10,
+    /** `delayType`: exponential. */
+    delayType: 'exponential',
+  },
 } as const;

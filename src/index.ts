@@ -3,7 +3,7 @@
  * broker-held delayed retries, an error queue with the story of each
  * failure, on any transport. Transports are subpath exports:
  * `redeliver/sqlite` (the embedded default), `redeliver/memory`,
- * `redeliver/rabbitmq`.
+ * `redeliver/rabbitmq`. A Nest module is `redeliver/nestjs`.
  */
 export { Endpoint, formatDelay, type EndpointStats, type StopOptions } from './endpoint/endpoint.js';
 export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
