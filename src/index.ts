@@ -12,6 +12,8 @@ export type { EndpointEvents, FailureEvent, SettlementFailedEvent, SettlementOut
 export { OptionError } from './endpoint/validate.js';
 export { Producer, type ProducerOptions, type ProducerRetryOptions, type SendOptions, type ProducerEvents, type ProducerStats } from './producer/producer.js';
 export { ThrottledError, FatalSendError, SendTimeoutError, SendFailedError, type SendAttempt, type SendErrorKind } from './producer/errors.js';
+export { ValidationError, formatPath, type ValidationIssue } from './schema/validate.js';
+export type { StandardSchemaV1 } from '@standard-schema/spec';
 export type { FlowControlOptions, ConsumerBackoffOptions, RateLimitOptions, RetryBudgetOptions } from './flow/options.js';
 export type { FlowState, DeferReason } from './flow/controller.js';
 export type { DeduplicationStore, DedupClaim } from './dedup/types.js';

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { linear } from '../backoff/linear.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
@@ -8,6 +9,7 @@ import { resolveFlowConfig, type FlowConfig } from '../flow/config.js';
 import { silentLogger, type Logger } from '../logger.js';
 import type { OnExpired } from '../policy/deadline.js';
 import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
+import { standardSchema } from '../schema/validate.js';
 import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
@@ -33,6 +35,7 @@ export interface EndpointConfig<T> extends RecoverabilityConfig {
   readonly queue: string;
   readonly transport: Transport;
   readonly handler: Handler<T>;
+  readonly schema: StandardSchemaV1<unknown, T> | undefined;
   readonly concurrency: number;
   readonly leaseMs: number;
   readonly settlementRetries: number;
@@ -70,6 +73,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     queue,
     transport,
     handler: fn<Handler<T>>('handler', options.handler),
+    schema: options.schema === undefined ? undefined : standardSchema('schema', options.schema),
     concurrency: withinLimits(transport, wholeNumber('concurrency', options.concurrency ?? DEFAULTS.concurrency, 1, 100_000)),
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),

@@ -13,6 +13,7 @@ import { nextDelayedRetry } from '../policy/default-policy.js';
 import { DeadlineExpiredError, expiredDecision, isPastDeadline, messageDeadline, readDeadlineHeaders } from '../policy/deadline.js';
 import { recoverabilityPolicy, type RecoverabilityPolicy } from '../policy/recoverability-policy.js';
 import { DeserializationError } from '../policy/errors.js';
+import { validateBody, ValidationError } from '../schema/validate.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
 import type { Delivery, Subscription } from '../transport/types.js';
@@ -305,6 +306,14 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       const context = this.#failureContext(delivery, failure, state, 0, state.attempts, state.history);
       await this.#deadLetter(delivery, context, 'deserialization');
       return;
+    }
+    if (config.schema) {
+      const checked = await validateBody(config.schema, message);
+      if ('error' in checked) {
+        await this.#deadLetter(delivery, this.#failureContext(delivery, checked.error, state, 0, state.attempts, state.history), 'validation');
+        return;
+      }
+      message = checked.value;
     }
 
     const dedup = config.deduplication;
@@ -630,6 +639,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         history: failure.history,
         deadlineAt: failure.deadlineAt,
       },
+      ...(failure.error instanceof ValidationError ? { validationIssues: failure.error.issues } : {}),
     });
     if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
       this.#stats.deadLettered++;

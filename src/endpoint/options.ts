@@ -1,3 +1,4 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Backoff } from '../backoff/types.js';
 import type { Codec } from '../codec.js';
 import type { Logger } from '../logger.js';
@@ -61,6 +62,15 @@ export interface EndpointOptions<T> {
   transport: Transport;
   /** The message handler. Required. */
   handler: Handler<T>;
+  /**
+   * Validates and types each decoded body: any Standard Schema (zod,
+   * valibot, arktype...), whose output type becomes the handler's message
+   * type. The handler receives the schema's output (defaults filled in,
+   * transforms applied). A body it refuses, or one whose validator throws,
+   * goes to the error queue at once with reason `validation`, the issues in
+   * `redeliver-validation-issues`. Default none: the decoded body as it is.
+   */
+  schema?: StandardSchemaV1<unknown, T>;
   /** Messages handled at once. Default 10. */
   concurrency?: number;
   /** How long a delivery is leased before another consumer may take it, on transports that lease. Default 30 000 ms. */
@@ -85,8 +95,8 @@ export interface EndpointOptions<T> {
    * lost ack). Default none: every copy is handled.
    */
   deduplication?: DeduplicationStore;
-  /** Body codec. Default UTF-8 JSON. */
-  codec?: Codec<T>;
+  /** Body codec. With a `schema`, it decodes the value the schema validates, so any codec fits. Default UTF-8 JSON. */
+  codec?: Codec<T> | Codec<unknown>;
   /** Source of time. Default the system clock. */
   clock?: Clock;
   /** Source of randomness for jitter. Default `Math.random`. */

@@ -1,5 +1,7 @@
 import { HEADER, LIMITS } from './names.js';
 import { truncate, userHeaders, withRetryState, type RetryState } from './retry-state.js';
+import { validationIssuesHeader } from './validation-issues.js';
+import type { ValidationIssue } from '../schema/validate.js';
 import type { Headers } from '../transport/types.js';
 
 /** The parts of a thrown value that are recorded. */
@@ -32,6 +34,8 @@ export interface DeadLetterFacts {
   readonly host: string;
   readonly immediateAttempts: number;
   readonly state: RetryState;
+  /** Why the endpoint's schema refused the body, when it did. */
+  readonly validationIssues?: readonly ValidationIssue[];
 }
 
 /**
@@ -56,6 +60,7 @@ export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterF
   for (const name of [HEADER.replayCount, HEADER.replayedAt]) {
     if (Object.prototype.hasOwnProperty.call(headers, name) && typeof headers[name] === 'string') out[name] = headers[name]!;
   }
+  if (facts.validationIssues) out[HEADER.validationIssues] = validationIssuesHeader(facts.validationIssues);
   if (facts.error.stack) out[HEADER.failureStack] = facts.error.stack;
   return Object.assign(out, userHeaders(headers));
 }

@@ -20,7 +20,7 @@ export const HEADER = {
   replayCount: 'redeliver-replay-count',
   /** When it was last sent back from an error queue, ISO 8601. */
   replayedAt: 'redeliver-replayed-at',
-  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, requeue-limit, policy, unrecoverable-predicate, backoff, expired, or a custom reason. */
+  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, validation, requeue-limit, policy, unrecoverable-predicate, backoff, expired, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */
   failureErrorName: 'redeliver-failure-error-name',
@@ -53,6 +53,13 @@ export const HEADER = {
    * (see `replayOutcomeQueue`): what became of it, such as `handled`.
    */
   outcome: 'redeliver-outcome',
+  /**
+   * On the error-queue copy of a body its endpoint's schema refused: JSON
+   * `{ "issues": [{ "path": [...], "message": "..." }], "dropped": n }`,
+   * the first issues within {@link LIMITS.validationIssues} and
+   * {@link LIMITS.validationIssuesBytes}, and how many did not fit.
+   */
+  validationIssues: 'redeliver-validation-issues',
   /**
    * The sender's deadline (`send(…, { expiresAt })`), milliseconds since the
    * Unix epoch: the message is never handled at or after it.
@@ -87,4 +94,12 @@ export const LIMITS = {
   messageChars: 4_096,
   /** Characters of the last error's stack. */
   stackChars: 16_384,
+  /** Schema issues kept in the validation-issues header. */
+  validationIssues: 20,
+  /** UTF-8 bytes of the validation-issues header: the last issues kept are dropped until it fits. */
+  validationIssuesBytes: 4 * 1024,
+  /** Characters of one schema issue's message. */
+  validationIssueMessageChars: 300,
+  /** Segments of one schema issue's path (the outermost are kept), each at most 100 characters. */
+  validationIssuePathSegments: 16,
 } as const;

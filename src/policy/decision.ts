@@ -17,6 +17,8 @@ export type FailureReason =
   | 'retries-exhausted'
   | 'unrecoverable'
   | 'deserialization'
+  /** The endpoint's schema refused the body, or its validator threw. */
+  | 'validation'
   | 'requeue-limit'
   /** The custom policy threw or answered something that is not a decision. */
   | 'policy'

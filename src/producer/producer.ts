@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { connectionBackoff } from '../backoff/connection.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
 import { DEFAULTS } from '../defaults.js';
 import { duration, fn, nonEmpty, wholeNumber } from '../endpoint/validate.js';
 import { TypedEmitter } from '../events.js';
+import { summarizeError } from '../headers/failure.js';
 import { HEADER } from '../headers/names.js';
 import { expiresAtMs } from '../policy/deadline.js';
 import { silentLogger, type Logger } from '../logger.js';
+import { check, standardSchema, ValidationError, type Checked } from '../schema/validate.js';
 import { systemClock, type Clock } from '../time/clock.js';
 import { Deadlines } from '../time/deadlines.js';
 import { systemRandom, type Random } from '../time/random.js';
@@ -32,6 +35,15 @@ export interface ProducerOptions<T> {
   transport: Transport;
   /** Body codec. Default UTF-8 JSON. */
   codec?: Codec<T>;
+  /**
+   * Validates each body before it is sent: any Standard Schema (zod,
+   * valibot, arktype...), whose input type becomes the type of `send`'s
+   * body. A body it refuses is not sent: `send` rejects with a
+   * {@link ValidationError} listing each issue's path and message. The body
+   * goes out as given, for the consuming endpoint's schema to parse.
+   * Default none: bodies are sent unchecked.
+   */
+  schema?: StandardSchemaV1<T, unknown>;
   /** Makes message ids. Default random UUIDs. */
   newId?: () => string;
   /** Retry settings. */
@@ -89,6 +101,7 @@ export interface ProducerStats {
 export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   readonly #transport: Transport;
   readonly #codec: Codec<T>;
+  readonly #schema: StandardSchemaV1<T, unknown> | undefined;
   readonly #newId: () => string;
   readonly #maxAttempts: number;
   readonly #throttleBackoff: Backoff;
@@ -105,6 +118,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     const retry = options.retry ?? {};
     this.#transport = options.transport;
     this.#codec = (options.codec ?? jsonCodec) as Codec<T>;
+    this.#schema = options.schema === undefined ? undefined : standardSchema('schema', options.schema);
     this.#newId = options.newId === undefined ? randomUUID : fn('newId', options.newId);
     this.#maxAttempts = wholeNumber('retry.maxAttempts', retry.maxAttempts ?? DEFAULTS.sendMaxAttempts, 1, 1_000);
     this.#throttleBackoff = retry.throttleBackoff === undefined ? connectionBackoff() : fn('retry.throttleBackoff', retry.throttleBackoff);
@@ -123,11 +137,14 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   /**
    * Sends `body` to `queue` and waits until the broker has it, retrying as
    * needed; resolves with the message id, or rejects with a
-   * {@link SendFailedError} that lists every attempt.
+   * {@link SendFailedError} that lists every attempt. With a `schema`, a
+   * body it refuses rejects with a {@link ValidationError}, and one whose
+   * validator throws with that error; nothing is sent.
    */
   async send(queue: string, body: T, options: SendOptions = {}): Promise<string> {
     nonEmpty('queue', queue);
-    const headers = sendHeaders(options);
+    const headers = outgoingHeaders(options);
+    if (this.#schema) refuseInvalid(await check(this.#schema, body));
     const id = options.id ?? this.#newId();
     const payload = this.#codec.encode(body);
     await this.#sendWithRetry(queue, id, payload, headers);
@@ -137,16 +154,33 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   /**
    * Sends without waiting: returns the message id at once; the outcome
    * arrives as a `sent` or `sendFailed` event, and to `callback` if given.
+   * With a `schema` that answers at once, a body it refuses throws a
+   * {@link ValidationError} here. With one that answers with a promise, the
+   * send waits for it, and a refusal goes to `callback` (and the log) as a
+   * {@link ValidationError}; a validator that rejects is reported the same
+   * way, as a single issue whose `cause` is its error. Nothing is sent.
    */
-  sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | undefined, id: string) => void): string {
+  sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | ValidationError | undefined, id: string) => void): string {
     nonEmpty('queue', queue);
-    const headers = sendHeaders(options);
+    const headers = outgoingHeaders(options);
     const id = options.id ?? this.#newId();
+    const checked = this.#schema ? check(this.#schema, body) : undefined;
+    if (checked && !(checked instanceof Promise)) refuseInvalid(checked);
     const payload = this.#codec.encode(body);
-    this.#sendWithRetry(queue, id, payload, headers).then(
-      () => callback?.(undefined, id),
-      (error: SendFailedError) => callback?.(error, id),
-    );
+    const send = () =>
+      this.#sendWithRetry(queue, id, payload, headers).then(
+        () => callback?.(undefined, id),
+        (error: SendFailedError) => callback?.(error, id),
+      );
+    if (!(checked instanceof Promise)) {
+      void send();
+      return id;
+    }
+    checked.then(refuseInvalid).then(send, (error: unknown) => {
+      const refusal = error instanceof ValidationError ? error : validatorFailure(error);
+      this.#logger.error({ queue, messageId: id, err: refusal }, `Message '${id}' to '${queue}' was not sent: ${refusal.message}`);
+      callback?.(refusal, id);
+    });
     return id;
   }
 
@@ -269,8 +303,19 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
 }
 
 /** The headers of a send: the application's, then the deadline's when `expiresAt` is set (validated first, so a bad one sends nothing). */
-function sendHeaders(options: SendOptions): Headers {
+function outgoingHeaders(options: SendOptions): Headers {
   const headers: Headers = { ...options.headers };
   if (options.expiresAt !== undefined) headers[HEADER.expiresAt] = String(expiresAtMs(options.expiresAt));
   return headers;
+}
+
+/** Throws the {@link ValidationError} of a refused body. */
+function refuseInvalid(checked: Checked<unknown>): void {
+  if (checked.issues) throw new ValidationError(checked.issues);
+}
+
+/** A validator that rejected, as a refusal of the body: one issue naming its error, which is the `cause`. */
+function validatorFailure(error: unknown): ValidationError {
+  const summary = summarizeError(error);
+  return new ValidationError([{ path: [], message: `the validator failed: ${summary.name}: ${summary.message}` }], { cause: error });
 }
