@@ -15,21 +15,15 @@ import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { Handle, InjectProducer, nesbusRetry, RedeliverEndpoints, RedeliverModule } from '../../src/nestjs/index.js';
 import { rabbitSkipReason } from '../support/brokers.js';
 import { rabbitScratch } from '../support/rabbit-scratch.js';
+import { until } from '../support/own-servers.js';
 
 const skip = await rabbitSkipReason();
 const dir = mkdtempSync(join(tmpdir(), 'redeliver-nest-rabbit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** Polls `predicate` every 10 ms until it holds, failing after `timeoutMs`. */
 function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = () => {
-      if (predicate()) return resolve();
-      if (Date.now() - started > timeoutMs) return reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      setTimeout(tick, 10);
-    };
-    tick();
-  });
+  return until(what, timeoutMs, predicate, 10);
 }
 
 describe.skipIf(skip)('RedeliverModule on RabbitMQ and SQLite', () => {

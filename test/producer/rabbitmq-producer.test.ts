@@ -35,6 +35,7 @@ import {
 } from '../../src/transports/rabbitmq/index.js';
 import { SqliteDeduplicationStore } from '../../src/transports/sqlite/index.js';
 import { RABBITMQ_URL, rabbitmqctl, rabbitSkipReason } from '../support/brokers.js';
+import { until } from '../support/own-servers.js';
 
 const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -53,16 +54,9 @@ async function closeConnection(pid: string): Promise<void> {
   await rabbitmqctl('close_connection', pid, 'test');
 }
 
+/** Polls `predicate` every 10 ms until it holds, failing after `timeoutMs`. */
 function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = () => {
-      if (predicate()) return resolve();
-      if (Date.now() - started > timeoutMs) return reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      setTimeout(tick, 10);
-    };
-    tick();
-  });
+  return until(what, timeoutMs, predicate, 10);
 }
 
 /** Rejects if `promise` has not settled within `ms`: a send that hangs fails the test rather than stalling it. */

@@ -28,21 +28,15 @@ import {
 import { closeConnections, closeConnectionsNamed, connectionPidsNamed, RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
 import { RabbitCluster } from '../support/rabbit-node.js';
 import { recordingLogger } from '../support/recording-logger.js';
+import { until } from '../support/own-servers.js';
 
 const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const text = (s: string) => new TextEncoder().encode(s);
 
+/** Polls `predicate` every 10 ms until it holds, failing after `timeoutMs`. */
 function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = () => {
-      if (predicate()) return resolve();
-      if (Date.now() - started > timeoutMs) return reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-      setTimeout(tick, 10);
-    };
-    tick();
-  });
+  return until(what, timeoutMs, predicate, 10);
 }
 
 function nextEvent<K extends keyof RabbitMqTransportEvents>(t: RabbitMqTransport, event: K, timeoutMs = 15_000): Promise<RabbitMqTransportEvents[K]> {
