@@ -12,6 +12,8 @@ export const DEFAULTS = {
   maxDelayMs: 24 * 3600_000,
   /** Error queue name (NServiceBus recoverability: `error`). */
   errorQueue: 'error',
+  /** What becomes of a message past its deadline: the error queue, where it stays visible (NServiceBus's TimeToBeReceived drops such a message; `discard` does the same). */
+  onExpired: 'error-queue',
   /** Messages handled at once by one endpoint. */
   concurrency: 10,
   /** How long a delivery is leased before another consumer may take it. */

@@ -26,6 +26,7 @@ export type { FailureContext } from './policy/context.js';
 export { UnrecoverableError, RetryLaterError, DeserializationError, isUnrecoverableError } from './policy/errors.js';
 export type { ErrorClass, UnrecoverablePredicate } from './policy/classify.js';
 export { defaultPolicy, type DefaultPolicySettings } from './policy/default-policy.js';
+export { DeadlineExpiredError, type OnExpired } from './policy/deadline.js';
 
 export { HEADER, LIMITS } from './headers/names.js';
 export { readRetryState, type RetryState, type FailureRecord } from './headers/retry-state.js';

@@ -30,6 +30,7 @@ export function planReport(plan: PolicyPlan, conflicts: readonly Conflict[], not
     outcome: plan.outcome,
     reason: plan.reason ?? null,
     toErrorQueueMs: mapSpread(plan.toErrorQueueMs),
+    deadlineMs: plan.deadlineMs ?? null,
     cap: { maxDelayMs: plan.maxDelayMs, cappedDelays: plan.cap.cappedDelays, cappedDraws: plan.cap.cappedDraws, uncappedLongestMs: round(plan.cap.uncappedLongestMs) },
     handler: plan.handler ?? null,
     notes,
@@ -81,6 +82,9 @@ export function planText(plan: PolicyPlan, conflicts: readonly Conflict[], notes
       ? `Delay cap ${formatDuration(plan.maxDelayMs)}: no delay reaches it`
       : `Delay cap ${formatDuration(plan.maxDelayMs)}: ${plural(plan.cap.cappedDelays, 'delay')} cut in ${plan.cap.cappedDraws} of ${plan.draws} draws; without the cap the longest time to the error queue would be ${formatDuration(plan.cap.uncappedLongestMs)}`,
   );
+  if (plan.deadlineMs !== undefined) {
+    lines.push(`Deadline ${formatDuration(plan.deadlineMs)} after the first attempt: no retry is scheduled to come back at or after it`);
+  }
   const h = plan.handler;
   if (h) {
     lines.push(

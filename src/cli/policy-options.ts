@@ -11,6 +11,7 @@ export interface PolicyFlags {
   delayed?: number;
   backoff?: Backoff;
   maxDelay?: number;
+  deadline?: number;
   concurrency?: number;
   lease?: number;
   consumerBackoff?: boolean;
@@ -21,8 +22,8 @@ export interface PolicyFlags {
 
 /**
  * Adds the flags that describe an endpoint's policy, each overriding the
- * same setting of a policy module: retries, backoff, the delay cap,
- * concurrency, lease and flow control.
+ * same setting of a policy module: retries, backoff, the delay cap, the
+ * deadline, concurrency, lease and flow control.
  */
 export function addPolicyOptions(command: Command): Command {
   return command
@@ -30,6 +31,7 @@ export function addPolicyOptions(command: Command): Command {
     .option('--delayed <count>', 'delayed retries (endpoint default 3)', count)
     .option('--backoff <expression>', `delayed-retry backoff (endpoint default "linear(10s)"): ${BACKOFF_EXPRESSION_HELP}`, backoff)
     .option('--max-delay <duration>', 'longest delay between two delayed retries (endpoint default 24h)', durationFlag)
+    .option('--deadline <duration>', 'deadline counted from the first attempt: no retry comes back at or after it (endpoint default none)', positiveDuration)
     .option('--concurrency <count>', 'messages handled at once (endpoint default 10)', positiveCount)
     .option('--lease <duration>', 'how long a delivery is leased, on transports that lease (endpoint default 30s)', durationFlag)
     .option('--consumer-backoff', 'turn on NSQ consumer backoff with its defaults')
@@ -58,6 +60,7 @@ export async function policyInput(moduleFile: string | undefined, flags: PolicyF
   if (flags.delayed !== undefined) recoverability.delayedRetries = flags.delayed;
   if (flags.backoff !== undefined) recoverability.delayedBackoff = flags.backoff;
   if (flags.maxDelay !== undefined) recoverability.maxDelayMs = flags.maxDelay;
+  if (flags.deadline !== undefined) recoverability.deadlineMs = flags.deadline;
   const flowControl = { ...base.flowControl };
   if (flags.consumerBackoff) flowControl.consumerBackoff = true;
   if (flags.rateLimit !== undefined) flowControl.rateLimit = { consecutiveFailures: flags.rateLimit, ...(flags.rateLimitWait === undefined ? {} : { waitMs: flags.rateLimitWait }) };
@@ -87,6 +90,12 @@ function positiveCount(value: string): number {
 export function durationFlag(value: string): number {
   const ms = parseDuration(value);
   if (ms === undefined) throw new InvalidArgumentError('expected a duration: milliseconds, or a number with ms, s, m, h or d (such as 1500, 10s, 24h)');
+  return ms;
+}
+
+function positiveDuration(value: string): number {
+  const ms = durationFlag(value);
+  if (ms < 1) throw new InvalidArgumentError('expected a duration of at least 1 ms');
   return ms;
 }
 

@@ -7,6 +7,7 @@ import { DEFAULTS } from '../defaults.js';
 import type { DeduplicationStore } from '../dedup/types.js';
 import { resolveFlowConfig, type FlowConfig } from '../flow/config.js';
 import { silentLogger, type Logger } from '../logger.js';
+import type { OnExpired } from '../policy/deadline.js';
 import { unrecoverableClassifier, type ErrorClass, type UnrecoverablePredicate } from '../policy/classify.js';
 import { standardSchema } from '../schema/validate.js';
 import { systemClock, type Clock } from '../time/clock.js';
@@ -24,6 +25,8 @@ export interface RecoverabilityConfig {
   readonly errorQueue: string;
   readonly isUnrecoverable: UnrecoverablePredicate;
   readonly policy: CustomPolicy | undefined;
+  readonly deadlineMs: number | undefined;
+  readonly onExpired: OnExpired;
 }
 
 /** Endpoint options after validation, with every default filled in. */
@@ -105,7 +108,15 @@ export function resolveRecoverabilityConfig(options: RecoverabilityOptions = {})
       r.isUnrecoverable === undefined ? undefined : fn<UnrecoverablePredicate>('recoverability.isUnrecoverable', r.isUnrecoverable),
     ),
     policy: r.policy === undefined ? undefined : fn<CustomPolicy>('recoverability.policy', r.policy),
+    deadlineMs: r.deadlineMs === undefined ? undefined : duration('recoverability.deadlineMs', r.deadlineMs, 1),
+    onExpired: onExpired(r.onExpired),
   };
+}
+
+function onExpired(value: unknown): OnExpired {
+  if (value === undefined) return DEFAULTS.onExpired;
+  if (value !== 'error-queue' && value !== 'discard') throw new OptionError(`recoverability.onExpired must be 'error-queue' or 'discard', got ${JSON.stringify(value)}`);
+  return value;
 }
 
 /** The outcome queue: a queue name other than the endpoint's own queue and its error queue. */

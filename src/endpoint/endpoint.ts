@@ -10,6 +10,7 @@ import { FlowController, type DeferReason, type FlowState } from '../flow/contro
 import type { FailureContext } from '../policy/context.js';
 import type { Decision } from '../policy/decision.js';
 import { nextDelayedRetry } from '../policy/default-policy.js';
+import { DeadlineExpiredError, expiredDecision, isPastDeadline, messageDeadline, readDeadlineHeaders } from '../policy/deadline.js';
 import { recoverabilityPolicy, type RecoverabilityPolicy } from '../policy/recoverability-policy.js';
 import { DeserializationError } from '../policy/errors.js';
 import { validateBody, ValidationError } from '../schema/validate.js';
@@ -386,10 +387,17 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   /** Runs the handler with immediate retries; resolves true when the message was handled or discarded. */
   async #run(delivery: Delivery, message: T, state: RetryState, dedupToken: string | undefined): Promise<boolean> {
     const { config } = this;
+    const deadlineAt = this.#deadlineOf(delivery);
+    if (isPastDeadline(deadlineAt, config.clock.now())) {
+      const context = this.#failureContext(delivery, new DeadlineExpiredError(deadlineAt!), state, 0, state.attempts, state.history, deadlineAt);
+      return this.#expire(delivery, context, dedupToken);
+    }
     if (state.attempts > 0 && !this.#flow.allowRedelivery()) {
       // A retried message is a retry for the budget too: with none left it waits again, untouched.
-      const context = this.#failureContext(delivery, new Error('retry budget spent'), state, 0, state.attempts, state.history);
-      await this.#defer(delivery, context, this.#flow.budgetDeferMs(nextDelayedRetry(this.#retry, context)), 'budget', false);
+      const context = this.#failureContext(delivery, new Error('retry budget spent'), state, 0, state.attempts, state.history, deadlineAt);
+      const deferMs = this.#flow.budgetDeferMs(nextDelayedRetry(this.#retry, context));
+      if (isPastDeadline(deadlineAt, context.failedAt + deferMs)) return this.#expire(delivery, context, dedupToken);
+      await this.#defer(delivery, context, deferMs, 'budget', false);
       return false;
     }
     let attempts = state.attempts;
@@ -417,12 +425,13 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         await config.handler(message, context);
       } catch (error) {
         history = appendFailure(history, this.#record(error, immediateAttempt, state.delayedAttempts));
-        const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history);
+        const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history, deadlineAt);
         if (!this.#unrecoverable(error)) this.#flow.onAttemptFailed();
         const decision = this.#decide(failure);
         if (decision.kind === 'retry-now' && this.#state === 'running') {
           const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(this.#retry, failure));
           if (verdict) {
+            if (isPastDeadline(deadlineAt, failure.failedAt + verdict.deferMs)) return this.#expire(delivery, failure, dedupToken);
             await this.#defer(delivery, failure, verdict.deferMs, verdict.reason);
             return false;
           }
@@ -435,10 +444,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         await this.#carryOut(delivery, failure, decision);
         return decision.kind === 'discard';
       }
-      if (requeue) {
-        await this.#requeue(delivery, state, attempts, history, requeue);
-        return false;
-      }
+      if (requeue) return this.#requeue(delivery, state, attempts, history, requeue, deadlineAt, dedupToken);
       await this.#recordHandled(delivery, dedupToken);
       // Before the ack: the ack frees the slot, and the next message's outcome must not reach flow control first.
       this.#flow.onSuccess(attempts > 1);
@@ -540,16 +546,26 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
   }
 
-  async #requeue(delivery: Delivery, state: RetryState, attempts: number, history: readonly FailureRecord[], options: RequeueOptions): Promise<void> {
+  /** Carries out a requeue the handler asked for; resolves true when the message was discarded (its deadline would pass first). */
+  async #requeue(
+    delivery: Delivery,
+    state: RetryState,
+    attempts: number,
+    history: readonly FailureRecord[],
+    options: RequeueOptions,
+    deadlineAt: number | undefined,
+    dedupToken: string | undefined,
+  ): Promise<boolean> {
     const { config } = this;
     const base = { delayedAttempt: state.delayedAttempts, lastDelayMs: state.lastDelayMs, delayedElapsedMs: state.delayedElapsedMs };
     const requested = options.delayMs ?? nextDelayedRetry(this.#retry, base);
-    const failure = this.#failureContext(delivery, new Error('requeued by the handler'), state, 1, attempts, history);
+    const failure = this.#failureContext(delivery, new Error('requeued by the handler'), state, 1, attempts, history, deadlineAt);
     if (state.delayedAttempts >= config.delayedRetries || requested === undefined) {
       await this.#deadLetter(delivery, failure, 'requeue-limit');
-      return;
+      return false;
     }
     const delayMs = Math.min(requested, config.maxDelayMs);
+    if (isPastDeadline(deadlineAt, failure.failedAt + delayMs)) return this.#expire(delivery, failure, dedupToken);
     const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
     const backoff = options.backoff ?? true;
     if (backoff) this.#flow.onMessageFailed();
@@ -558,6 +574,33 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       this.#logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
       this.emit('requeued', { messageId: delivery.id, queue: delivery.queue, delayMs, backoff });
     }
+    return false;
+  }
+
+  /**
+   * The message's deadline for this delivery (see `messageDeadline`), its
+   * policy part counted from now, the first attempt of this delivery. A
+   * deadline header that is not a time reads as absent, with a warning.
+   */
+  #deadlineOf(delivery: Delivery): number | undefined {
+    const headers = readDeadlineHeaders(delivery.headers);
+    for (const name of headers.malformed) {
+      const shown = JSON.stringify(String(delivery.headers[name]).slice(0, 40));
+      this.#logger.warn({ messageId: delivery.id, queue: delivery.queue, header: name }, `redeliver: message '${delivery.id}' has a malformed ${name} header (${shown}); handling it as if it had none`);
+    }
+    return messageDeadline({ headers, deadlineMs: this.config.deadlineMs, firstAttemptAt: this.config.clock.now() });
+  }
+
+  /**
+   * The message is past its deadline, or its next retry or deferral would
+   * come back at or after it: it moves to the error queue with reason
+   * `expired`, or is discarded, per `onExpired`. Resolves true when discarded.
+   */
+  async #expire(delivery: Delivery, failure: FailureContext, dedupToken: string | undefined): Promise<boolean> {
+    const decision = expiredDecision(this.config.onExpired);
+    if (decision.kind === 'discard') await this.#recordHandled(delivery, dedupToken);
+    await this.#carryOut(delivery, failure, decision);
+    return decision.kind === 'discard';
   }
 
   /** Hands a message back for `delayMs` without counting a delayed retry. */
@@ -569,6 +612,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       lastDelayMs: failure.lastDelayMs,
       delayedElapsedMs: failure.delayedElapsedMs,
       history: failure.history,
+      deadlineAt: failure.deadlineAt,
     });
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.deferred++;
@@ -593,12 +637,14 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         lastDelayMs: failure.lastDelayMs,
         delayedElapsedMs: failure.delayedElapsedMs,
         history: failure.history,
+        deadlineAt: failure.deadlineAt,
       },
       ...(failure.error instanceof ValidationError ? { validationIssues: failure.error.issues } : {}),
     });
     if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
       this.#stats.deadLettered++;
-      this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because processing failed due to an exception`, { reason });
+      const why = reason === 'expired' && failure.deadlineAt !== undefined ? `its deadline ${new Date(failure.deadlineAt!).toISOString()} passed or would pass before its next attempt` : 'processing failed due to an exception';
+      this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because ${why}`, { reason });
       this.emit('deadLettered', { ...failureEvent(failure), errorQueue: config.errorQueue, reason });
     }
   }
@@ -676,7 +722,15 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     };
   }
 
-  #failureContext(delivery: Delivery, error: unknown, state: RetryState, immediateAttempt: number, attempts: number, history: readonly FailureRecord[]): FailureContext {
+  #failureContext(
+    delivery: Delivery,
+    error: unknown,
+    state: RetryState,
+    immediateAttempt: number,
+    attempts: number,
+    history: readonly FailureRecord[],
+    deadlineAt = state.deadlineAt,
+  ): FailureContext {
     return {
       error,
       messageId: delivery.id,
@@ -688,6 +742,8 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       lastDelayMs: state.lastDelayMs,
       delayedElapsedMs: state.delayedElapsedMs,
       history,
+      deadlineAt,
+      failedAt: this.config.clock.now(),
     };
   }
 
@@ -734,6 +790,7 @@ function nextRound(failure: FailureContext, delayMs: number): RetryState {
     lastDelayMs: delayMs,
     delayedElapsedMs: failure.delayedElapsedMs + delayMs,
     history: failure.history,
+    deadlineAt: failure.deadlineAt,
   };
 }
 

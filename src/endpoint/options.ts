@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import type { ErrorClass, UnrecoverablePredicate } from '../policy/classify.js';
 import type { FailureContext } from '../policy/context.js';
 import type { Decision } from '../policy/decision.js';
+import type { OnExpired } from '../policy/deadline.js';
 import type { DeduplicationStore } from '../dedup/types.js';
 import type { FlowControlOptions } from '../flow/options.js';
 import type { Clock } from '../time/clock.js';
@@ -39,6 +40,16 @@ export interface RecoverabilityOptions {
   isUnrecoverable?: UnrecoverablePredicate;
   /** Takes the final say over each failure. Default none: the default policy decides. */
   policy?: CustomPolicy;
+  /**
+   * How long a message is worth handling, counted from its first handler
+   * attempt: no retry is scheduled to come back at or after that time, and
+   * a message found past it is never handled (see `onExpired`). A sender's
+   * earlier `expiresAt` wins. Wall-clock time, fixed in the message's headers
+   * on its first retry. Default none: no deadline beyond the sender's.
+   */
+  deadlineMs?: number;
+  /** What becomes of a message past its deadline: `error-queue` (reason `expired`) or `discard` (acknowledged and dropped). Default `error-queue`. */
+  onExpired?: OnExpired;
 }
 
 /** Options of an {@link Endpoint}. */

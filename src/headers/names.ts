@@ -20,7 +20,7 @@ export const HEADER = {
   replayCount: 'redeliver-replay-count',
   /** When it was last sent back from an error queue, ISO 8601. */
   replayedAt: 'redeliver-replayed-at',
-  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, validation, requeue-limit, policy, unrecoverable-predicate, backoff, or a custom reason. */
+  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, validation, requeue-limit, policy, unrecoverable-predicate, backoff, expired, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */
   failureErrorName: 'redeliver-failure-error-name',
@@ -60,6 +60,19 @@ export const HEADER = {
    * {@link LIMITS.validationIssuesBytes}, and how many did not fit.
    */
   validationIssues: 'redeliver-validation-issues',
+  /**
+   * The sender's deadline (`send(…, { expiresAt })`), milliseconds since the
+   * Unix epoch: the message is never handled at or after it.
+   */
+  expiresAt: 'redeliver-expires-at',
+  /**
+   * The message's deadline as an endpoint fixed it on its first retry or
+   * deferral, milliseconds since the Unix epoch: the earlier of
+   * `redeliver-expires-at` and the first attempt plus the endpoint's
+   * `recoverability.deadlineMs`. Retry and error-queue copies carry it, so
+   * every later round and process keeps the same deadline.
+   */
+  deadlineAt: 'redeliver-deadline-at',
 } as const;
 
 /** Every header name redeliver writes starts with this. */

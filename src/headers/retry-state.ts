@@ -1,4 +1,5 @@
 import { HEADER, HEADER_PREFIX, LIMITS } from './names.js';
+import { epochMsHeader } from '../policy/deadline.js';
 import type { Headers } from '../transport/types.js';
 
 /** One earlier failure, as kept in the history header. */
@@ -25,6 +26,8 @@ export interface RetryState {
   readonly delayedElapsedMs: number;
   /** Earlier failures, oldest first. */
   readonly history: readonly FailureRecord[];
+  /** The message's deadline, milliseconds since the Unix epoch, once an endpoint fixed it (see {@link HEADER.deadlineAt}). */
+  readonly deadlineAt?: number | undefined;
 }
 
 /**
@@ -38,6 +41,7 @@ export function readRetryState(headers: Readonly<Headers>): RetryState {
     lastDelayMs: ownValue(headers, HEADER.lastDelay) === undefined ? undefined : readCount(headers, HEADER.lastDelay),
     delayedElapsedMs: readCount(headers, HEADER.delayedElapsed),
     history: readHistory(ownValue(headers, HEADER.history)),
+    deadlineAt: readEpochMs(headers, HEADER.deadlineAt),
   };
 }
 
@@ -52,6 +56,7 @@ export function withRetryState(headers: Readonly<Headers>, state: RetryState): H
   if (state.lastDelayMs !== undefined) next[HEADER.lastDelay] = String(Math.round(state.lastDelayMs));
   if (state.delayedElapsedMs > 0) next[HEADER.delayedElapsed] = String(Math.round(state.delayedElapsedMs));
   if (state.history.length > 0) next[HEADER.history] = historyJson(state.history);
+  if (state.deadlineAt !== undefined) next[HEADER.deadlineAt] = String(Math.floor(state.deadlineAt));
   return Object.assign(next, userHeaders(headers));
 }
 
@@ -94,6 +99,11 @@ function readCount(headers: Readonly<Headers>, key: string): number {
   const raw = ownValue(headers, key);
   if (raw === undefined || !/^\d{1,15}$/.test(raw)) return 0;
   return Number(raw);
+}
+
+function readEpochMs(headers: Readonly<Headers>, key: string): number | undefined {
+  const value = epochMsHeader(headers, key);
+  return value === 'malformed' ? undefined : value;
 }
 
 function readHistory(raw: string | undefined): FailureRecord[] {

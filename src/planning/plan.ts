@@ -41,6 +41,8 @@ export interface PolicyPlan {
   readonly immediateRetries: number;
   readonly delayedRetries: number;
   readonly maxDelayMs: number;
+  /** The policy's deadline, from the start of the first attempt, when it has one. */
+  readonly deadlineMs: number | undefined;
   readonly schedule: readonly PlannedAttempt[];
   readonly outcome: PlanOutcome;
   /** The error-queue reason of the last decision, such as `retries-exhausted`. */
@@ -107,7 +109,8 @@ interface Walk {
  * fails, `draws` times with seeded random sources, and reports every
  * attempt with the spread of its delay and of the time since the first
  * attempt, the total attempts, the time to the error queue and the effect
- * of the delay cap. Throws an `OptionError` for options the endpoint would
+ * of the delay cap. A policy with `deadlineMs` stops where its deadline
+ * does (reason `expired`). Throws an `OptionError` for options the endpoint would
  * refuse.
  */
 export function planPolicy(input: PolicyInput, options: PlanOptions = {}): PolicyPlan {
@@ -142,6 +145,7 @@ export function planPolicy(input: PolicyInput, options: PlanOptions = {}): Polic
     immediateRetries: config.immediateRetries,
     delayedRetries: config.delayedRetries,
     maxDelayMs: config.maxDelayMs,
+    deadlineMs: config.deadlineMs,
     schedule,
     outcome: walks.some((w) => w.outcome === 'never') ? 'never' : last.outcome,
     reason: last.reason,
@@ -190,6 +194,9 @@ function walk(config: RecoverabilityConfig, seed: number, handlerMs: number): Wa
       lastDelayMs,
       delayedElapsedMs,
       history: [],
+      // Times count from the start of the first attempt, so the deadline is deadlineMs itself.
+      deadlineAt: config.deadlineMs,
+      failedAt: now,
     };
     asked = undefined;
     const { decision } = policy.decide(failure);

@@ -20,4 +20,12 @@ export interface FailureContext {
   readonly delayedElapsedMs: number;
   /** Earlier failures, oldest first, the one that just happened last. */
   readonly history: readonly FailureRecord[];
+  /**
+   * The message's deadline, milliseconds since the Unix epoch: the earlier
+   * of the sender's `expiresAt` and the first attempt plus
+   * `recoverability.deadlineMs`. Undefined when it has none.
+   */
+  readonly deadlineAt: number | undefined;
+  /** When the attempt failed, on the same clock as `deadlineAt`. */
+  readonly failedAt: number;
 }

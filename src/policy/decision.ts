@@ -25,7 +25,9 @@ export type FailureReason =
   /** The `unrecoverable` predicate threw. */
   | 'unrecoverable-predicate'
   /** The delayed backoff threw or answered something other than a finite number or undefined. */
-  | 'backoff';
+  | 'backoff'
+  /** The message's deadline passed, or its next retry would have come at or after it. */
+  | 'expired';
 
 export const retryNow = (): Decision => ({ kind: 'retry-now' });
 export const retryLater = (delayMs: number): Decision => ({ kind: 'retry-later', delayMs });

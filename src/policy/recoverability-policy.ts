@@ -4,6 +4,7 @@ import { duration } from '../endpoint/validate.js';
 import type { Random } from '../time/random.js';
 import type { FailureContext } from './context.js';
 import { deadLetter, type Decision } from './decision.js';
+import { withinDeadline } from './deadline.js';
 import { defaultPolicy, type DefaultPolicySettings } from './default-policy.js';
 
 /** The outcome of one policy run. */
@@ -24,7 +25,10 @@ export interface RecoverabilityPolicy {
  * Builds the policy an endpoint applies to each failure: the default policy,
  * then the custom policy's final say when there is one. A policy,
  * unrecoverable predicate or backoff that throws or answers nonsense gives a
- * dead-letter decision with the failing part as the reason. Used by the
+ * dead-letter decision with the failing part as the reason. A retry at or
+ * past the message's deadline, or one that would come back at or past it
+ * (its delay capped first), becomes the `onExpired` decision, whether the
+ * default or the custom policy asked for it. Used by the
  * endpoint and by `redeliver plan`, so a plan shows what an endpoint does.
  */
 export function recoverabilityPolicy(config: RecoverabilityConfig, random: Random): RecoverabilityPolicy {
@@ -34,7 +38,9 @@ export function recoverabilityPolicy(config: RecoverabilityConfig, random: Rando
     isUnrecoverable: guardedPredicate(config.isUnrecoverable),
     delayedBackoff: guardedBackoff(config.delayedBackoff),
   };
-  const base = defaultPolicy(settings);
+  const unbounded = defaultPolicy(settings);
+  const bounded = (decision: Decision, context: FailureContext) => withinDeadline(decision, context, config.maxDelayMs, config.onExpired);
+  const base = (context: FailureContext) => bounded(unbounded(context), context);
   const custom = config.policy;
   const policy = custom ? (context: FailureContext) => custom(context, base(context)) : base;
   return {
@@ -43,7 +49,7 @@ export function recoverabilityPolicy(config: RecoverabilityConfig, random: Rando
       try {
         const decision = policy(failure);
         if (decision?.kind === 'retry-later') duration('retry-later delay', decision.delayMs);
-        if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return { decision };
+        if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return { decision: bounded(decision, failure) };
         throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
       } catch (error) {
         const part = error instanceof UserPartError ? error.part : 'policy';

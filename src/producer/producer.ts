@@ -9,6 +9,7 @@ import { sendDueAt, withDelay } from './delay.js';
 import { TypedEmitter } from '../events.js';
 import { summarizeError } from '../headers/failure.js';
 import { HEADER } from '../headers/names.js';
+import { expiresAtMs } from '../policy/deadline.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { check, standardSchema, ValidationError, type Checked } from '../schema/validate.js';
 import { systemClock, type Clock } from '../time/clock.js';
@@ -75,6 +76,15 @@ export interface SendOptions {
    * with `delayMs`. Default none.
    */
   deliverAt?: Date;
+  /**
+   * The message's deadline (a Date, or milliseconds since the Unix epoch):
+   * an endpoint never handles it at or after this time, and schedules no
+   * retry to come back then; it moves it to the error queue with reason
+   * `expired` (or discards it, per `recoverability.onExpired`). Carried in
+   * the `redeliver-expires-at` header. An invalid Date or number is refused
+   * before anything is sent. Default none.
+   */
+  expiresAt?: Date | number;
 }
 
 /** The events a producer emits, each with one arguments object. */
@@ -147,11 +157,12 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    */
   async send(queue: string, body: T, options: SendOptions = {}): Promise<string> {
     nonEmpty('queue', queue);
+    const headers = outgoingHeaders(options);
     const dueAt = sendDueAt(options, this.#transport, this.#clock);
     if (this.#schema) refuseInvalid(await check(this.#schema, body));
     const id = options.id ?? this.#newId();
     const payload = this.#codec.encode(body);
-    await this.#sendWithRetry(queue, id, payload, { ...options.headers }, dueAt);
+    await this.#sendWithRetry(queue, id, payload, headers, dueAt);
     return id;
   }
 
@@ -166,13 +177,14 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    */
   sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | ValidationError | undefined, id: string) => void): string {
     nonEmpty('queue', queue);
+    const headers = outgoingHeaders(options);
     const dueAt = sendDueAt(options, this.#transport, this.#clock);
     const id = options.id ?? this.#newId();
     const checked = this.#schema ? check(this.#schema, body) : undefined;
     if (checked && !(checked instanceof Promise)) refuseInvalid(checked);
     const payload = this.#codec.encode(body);
     const send = () =>
-      this.#sendWithRetry(queue, id, payload, { ...options.headers }, dueAt).then(
+      this.#sendWithRetry(queue, id, payload, headers, dueAt).then(
         () => callback?.(undefined, id),
         (error: SendFailedError) => callback?.(error, id),
       );
@@ -306,6 +318,13 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     this.emit('sendFailed', { queue, messageId, error });
     return error;
   }
+}
+
+/** The headers of a send: the application's, then the deadline's when `expiresAt` is set (validated first, so a bad one sends nothing). */
+function outgoingHeaders(options: SendOptions): Headers {
+  const headers: Headers = { ...options.headers };
+  if (options.expiresAt !== undefined) headers[HEADER.expiresAt] = String(expiresAtMs(options.expiresAt));
+  return headers;
 }
 
 /** Throws the {@link ValidationError} of a refused body. */

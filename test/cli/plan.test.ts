@@ -37,6 +37,17 @@ describe('redeliver plan', () => {
     expect(run.stdout).toContain('No conflicts with sqlite, redis, rabbitmq (classic queues, RabbitMQ 4), jetstream');
   });
 
+  it('--deadline stops the schedule where the deadline does', async () => {
+    const run = await plan(['--deadline', '25s']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('Attempts: 12, in 2 rounds');
+    expect(run.stdout).toContain('Error queue (expired) after: p50 10 s, p99 10 s, longest 10 s');
+    expect(run.stdout).toContain('Deadline 25 s after the first attempt: no retry is scheduled to come back at or after it');
+    const json = JSON.parse((await plan(['--deadline', '25s', '--json'])).stdout) as Record<string, unknown>;
+    expect(json).toMatchObject({ attempts: 12, reason: 'expired', deadlineMs: 25_000 });
+    expect((await plan(['--deadline', '0'])).code).not.toBe(0);
+  });
+
   it('prints the documented JSON shape', async () => {
     const run = await plan(['--immediate', '0', '--delayed', '4', '--backoff', 'nsqRequeue', '--json']);
     expect(run.code).toBe(0);

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Producer } from '../../src/producer/producer.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
+import { describeDeadlineConformance } from './deadline-cases.js';
 
 export interface ConformanceTarget {
   /** Shown in the test names. */
@@ -329,4 +330,5 @@ export function describeTransportConformance(target: ConformanceTarget): void {
       expect(settledIds).toEqual(new Set(['h-0', 'h-1', 'h-2', 'h-3', 'h-4']));
     });
   });
+  describeDeadlineConformance(target);
 }

@@ -167,3 +167,32 @@ describe('findConflicts', () => {
     expect(planPolicy(input, { draws: 1 }).attempts.max).toBe(4);
   });
 });
+
+describe('planPolicy: deadlines', () => {
+  it('defaults with deadlineMs 25 s: the second delayed retry (due at 30 s) is never scheduled; 12 attempts, error queue (expired) at 10 s', () => {
+    const plan = planPolicy({ recoverability: { deadlineMs: 25 * S } }, { draws: 10 });
+    expect(plan.attempts).toEqual({ min: 12, max: 12 });
+    expect(plan.schedule.map((a) => a.kind)).toEqual(['first', ...Array(5).fill('immediate'), 'delayed', ...Array(5).fill('immediate')]);
+    expect(elapsed(plan)).toEqual([...Array(6).fill(0), ...Array(6).fill(10 * S)]);
+    expect(plan.outcome).toBe('error-queue');
+    expect(plan.reason).toBe('expired');
+    expect(plan.toErrorQueueMs).toEqual({ p0: 10 * S, p50: 10 * S, p99: 10 * S, p100: 10 * S });
+    expect(plan.deadlineMs).toBe(25 * S);
+  });
+
+  it('handler time counts toward the deadline, and onExpired discard shows as discarded', () => {
+    // 1 s per attempt: round 0 fails at 1..6 s, the retry lands at 16 s; round 1's attempts fail at 17, 18, 19, 20, 21 s,
+    // and a retry at once after the one that failed at 21 s would start past the 20.5 s deadline.
+    const plan = planPolicy({ recoverability: { deadlineMs: 20_500, onExpired: 'discard' } }, { draws: 1, handlerMs: S });
+    expect(plan.attempts.max).toBe(11);
+    expect(plan.outcome).toBe('discarded');
+    expect(plan.reason).toBe('expired');
+    expect(plan.toErrorQueueMs.p100).toBe(21 * S);
+  });
+
+  it('the delay is capped first, then compared with the deadline', () => {
+    const recoverability = { immediateRetries: 0, delayedRetries: 1, delayedBackoff: constant(48 * 3_600 * S) };
+    expect(planPolicy({ recoverability: { ...recoverability, deadlineMs: 25 * 3_600 * S } }, { draws: 1 })).toMatchObject({ attempts: { max: 2 }, reason: 'retries-exhausted' });
+    expect(planPolicy({ recoverability: { ...recoverability, deadlineMs: 23 * 3_600 * S } }, { draws: 1 })).toMatchObject({ attempts: { max: 1 }, reason: 'expired' });
+  });
+});
