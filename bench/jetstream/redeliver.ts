@@ -9,6 +9,7 @@ import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary } from '../redis/workload.js';
 import { messageBody, type Throughput } from './workload.js';
 import { withClients, deleteStreams } from './server.js';
+import { delayedSendLateness, type DelayedSendLateness } from '../delayed-sends.js';
 
 /** Sends in flight at once while the queue is loaded. */
 const SEND_CHUNK = 1_000;
@@ -117,4 +118,9 @@ export function redeliverDelayLateness(setup: RedeliverSetup, delays: readonly n
       await endpoint.stop();
     }
   });
+}
+
+/** Delayed sends on the side's prefix, consumed with its prefetch (see bench/delayed-sends.ts). */
+export function redeliverDelayedSends(setup: RedeliverSetup, count: number, seed: number): Promise<DelayedSendLateness> {
+  return withTransport(setup, (transport) => delayedSendLateness(transport, 'delayed-sends', count, seed, setup.prefetch));
 }

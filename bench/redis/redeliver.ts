@@ -8,6 +8,7 @@ import { RetryLaterError } from '../../src/policy/errors.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { deleteKeys } from './cleanup.js';
 import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary, type Throughput } from './workload.js';
+import { delayedSendLateness, type DelayedSendLateness } from '../delayed-sends.js';
 
 /** Sends in flight at once while the queue is loaded. */
 const SEND_CHUNK = 1_000;
@@ -134,4 +135,9 @@ export function redeliverDelayLateness(setup: RedeliverSetup, delays: readonly n
       await endpoint.stop();
     }
   });
+}
+
+/** Delayed sends on the side's prefix (see bench/delayed-sends.ts). */
+export function redeliverDelayedSends(setup: RedeliverSetup, count: number, seed: number): Promise<DelayedSendLateness> {
+  return withTransport(setup, (transport) => delayedSendLateness(transport, 'delayed-sends', count, seed));
 }

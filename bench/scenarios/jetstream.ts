@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- jetstream [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--no-async-traces] [--servers URL]`
+ * `npm run bench -- jetstream [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--delayed-sends D] [--only-delayed-sends] [--no-async-traces] [--servers URL]`
  *
  * redeliver on NATS JetStream against a bare `@nats-io/jetstream` pull
  * consumer on the same server, in the same run. Everything is written
@@ -26,6 +26,9 @@
  *    500), each thrown back once with a `RetryLaterError` of a delay
  *    uniform in [100 ms, 5 s) (seeded); lateness = the second attempt's
  *    start - (the throw + delay); negative is early.
+ * 3. delayed sends: D (default 1,000) sent by a Producer with `delayMs`
+ *    uniform in [1 s, 5 s), consumed with prefetch P; see
+ *    bench/delayed-sends.ts. With `--only-delayed-sends`, the only case run.
  *
  * `--no-async-traces` makes the bare consumers' connections with the
  * client's `noAsyncTraces`: no `Error` captured up front for each request
@@ -38,7 +41,8 @@ import { parseArgs } from 'node:util';
 import { medianOf, printJson, printTable, positiveArg, roundTo } from '../report.js';
 import { payloadString, uniformDelays } from '../redis/workload.js';
 import { rawThroughput, type RawAcks } from '../jetstream/raw.js';
-import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../jetstream/redeliver.js';
+import { redeliverDelayedSends, redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../jetstream/redeliver.js';
+import { delayedSendJson, printDelayedSends } from '../delayed-sends.js';
 import { assertNoStreams, deleteStreams, withClients } from '../jetstream/server.js';
 import type { Throughput } from '../jetstream/workload.js';
 
@@ -62,8 +66,11 @@ export async function run(args: string[]): Promise<void> {
       seed: { type: 'string', default: '42' },
       'no-async-traces': { type: 'boolean', default: false },
       servers: { type: 'string', default: process.env['NATS_URL'] ?? '127.0.0.1:4222' },
+      'delayed-sends': { type: 'string', default: '1000' },
+      'only-delayed-sends': { type: 'boolean', default: false },
     },
   });
+  const delayedSends = positiveArg('delayed-sends', values['delayed-sends']);
   const n = positiveArg('messages', values.messages);
   const prefetch = positiveArg('prefetch', values.prefetch);
   const rounds = positiveArg('rounds', values.rounds);
@@ -101,6 +108,12 @@ export async function run(args: string[]): Promise<void> {
   ];
 
   try {
+    if (values['only-delayed-sends']) {
+      const sends = await redeliverDelayedSends(redeliverSetup, delayedSends, seed);
+      printDelayedSends(sends);
+      printJson({ scenario: 'jetstream', delayedSends, ...delayedSendJson(sends) });
+      return;
+    }
     const runs: Throughput[] = [];
     for (let round = 0; round < rounds; round++) {
       for (const side of round % 2 === 0 ? sides : [...sides].reverse()) runs.push(await side.throughput(n, round));
@@ -108,6 +121,8 @@ export async function run(args: string[]): Promise<void> {
     }
     const delays = uniformDelays(m, seed, MIN_DELAY_MS, MAX_DELAY_MS);
     const lateness = await redeliverDelayLateness(redeliverSetup, delays, rate);
+    load.push(loadavg()[0]!);
+    const sends = await redeliverDelayedSends(redeliverSetup, delayedSends, seed);
     load.push(loadavg()[0]!);
 
     const of = (side: Throughput['side']) => runs.filter((r) => r.side === side);
@@ -125,6 +140,7 @@ export async function run(args: string[]): Promise<void> {
     printTable(`delayed: ${m} messages sent at ${rate}/s, each retried once after a delay uniform in [${MIN_DELAY_MS} ms, ${MAX_DELAY_MS} ms); lateness = handled - (thrown + delay), ms`, [
       { side: 'redeliver', p50: lateness.p50, p99: lateness.p99, max: lateness.max, early: lateness.early, handled: lateness.count },
     ]);
+    printDelayedSends(sends);
     console.log(`\nload average (1 min) during the run: ${load.map((l) => roundTo(l, 2)).join(' -> ')} on ${cpus().length} CPUs`);
 
     const rawPerSec = median('raw');
@@ -153,6 +169,8 @@ export async function run(args: string[]): Promise<void> {
       delayed: m,
       delayRatePerSec: rate,
       delayMaxLatenessMs: lateness.max,
+      delayedSends,
+      ...delayedSendJson(sends),
       loadAverage: load.map((l) => roundTo(l, 2)),
     });
   } finally {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- rabbitmq-delays [--messages N] [--scale S] [--rate R] [--seed X] [--prefetch P] [--burst B] [--burst-delay D] [--url URL]`
+ * `npm run bench -- rabbitmq-delays [--messages N] [--scale S] [--rate R] [--seed X] [--prefetch P] [--burst B] [--burst-delay D] [--delayed-sends M] [--only-delayed-sends] [--url URL]`
  *
  * How precisely delayed retries come back, through redeliver's quorum delay
  * levels, its classic delay levels, and the naive design (one retry queue,
@@ -24,6 +24,10 @@
  * consumer schedules a retry of D ms (default 1,000: six levels) for each as
  * fast as the broker confirms them. Retries per second = B / (time from the
  * first retry scheduled to the last copy back - D).
+ *
+ * Delayed sends: M (default 1,000) sent by a Producer with `delayMs`
+ * uniform in [1 s, 5 s), through quorum delay levels; see
+ * bench/delayed-sends.ts. With `--only-delayed-sends`, the only case run.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -33,6 +37,7 @@ import type { Delivery } from '../../src/transport/types.js';
 import { delayLevels, RabbitMqTransport, type DelayLevelType } from '../../src/transports/rabbitmq/index.js';
 import { deleteDelayTopology } from '../../test/support/delay-topology.js';
 import { percentile, printJson, printTable, positiveArg, roundTo } from '../report.js';
+import { delayedSendJson, delayedSendLateness, printDelayedSends } from '../delayed-sends.js';
 
 const BODY_BYTES = 256;
 const MIN_DELAY_MS = 100;
@@ -55,8 +60,11 @@ export async function run(args: string[]): Promise<void> {
       burst: { type: 'string', default: '5000' },
       'burst-delay': { type: 'string', default: '1000' },
       url: { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
+      'delayed-sends': { type: 'string', default: '1000' },
+      'only-delayed-sends': { type: 'boolean', default: false },
     },
   });
+  const delayedSends = positiveArg('delayed-sends', values['delayed-sends']);
   const n = positiveArg('messages', values.messages);
   const scale = Number(values.scale);
   if (!(scale >= 1)) throw new RangeError(`--scale must be a number >= 1, got ${values.scale}`);
@@ -67,6 +75,13 @@ export async function run(args: string[]): Promise<void> {
   const random = seededRandom(positiveArg('seed', values.seed));
   const url = values.url;
   const body = randomBytes(BODY_BYTES);
+  const sendSeed = positiveArg('seed', values.seed);
+  if (values['only-delayed-sends']) {
+    const sends = await withLevels(url, 'quorum', (transport, queue) => delayedSendLateness(transport, queue, delayedSends, sendSeed));
+    printDelayedSends(sends);
+    printJson({ scenario: 'rabbitmq-delays', delayedSends, ...delayedSendJson(sends) });
+    return;
+  }
 
   // Log-uniform in [100 ms, 5 min], then scaled, in whole milliseconds.
   const delays = Array.from({ length: n }, () => {
@@ -80,6 +95,7 @@ export async function run(args: string[]): Promise<void> {
   const naive = await throughNaiveQueue(url, delays, body, prefetch, rate);
   const quorumRate = await retriesPerSecond(url, 'quorum', burst, burstDelay, body, prefetch);
   const classicRate = await retriesPerSecond(url, 'classic', burst, burstDelay, body, prefetch);
+  const sends = await withLevels(url, 'quorum', (transport, queue) => delayedSendLateness(transport, queue, delayedSends, sendSeed));
 
   const summary = (name: string, l: Lateness, perSec?: number) => ({
     design: name,
@@ -101,6 +117,7 @@ export async function run(args: string[]): Promise<void> {
       summary('naive per-message TTL, one queue', naive),
     ],
   );
+  printDelayedSends(sends);
   const figures = (l: Lateness) => ({
     p50LatenessMs: percentile(l.values, 50),
     p99LatenessMs: percentile(l.values, 99),
@@ -121,6 +138,8 @@ export async function run(args: string[]): Promise<void> {
     quorum: { ...figures(quorum), retriesPerSec: Math.round(quorumRate) },
     classic: { ...figures(classic), retriesPerSec: Math.round(classicRate) },
     naive: figures(naive),
+    delayedSends,
+    ...delayedSendJson(sends),
   });
 }
 

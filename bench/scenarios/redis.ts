@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- redis [--messages N] [--concurrency C] [--delayed M] [--rate P] [--rounds R] [--seed S] [--url URL]`
+ * `npm run bench -- redis [--messages N] [--concurrency C] [--delayed M] [--rate P] [--rounds R] [--seed S] [--delayed-sends D] [--only-delayed-sends] [--url URL]`
  *
  * redeliver on Redis against BullMQ on the same Redis, in the same run. Each
  * side writes only under a key prefix of its own and deletes every key it
@@ -22,13 +22,17 @@
  *    attempt's start - (the throw + delay). BullMQ: jobs added with `delay`;
  *    lateness = the handler's start - (the job's timestamp + delay).
  *    Negative lateness is an early delivery.
+ * 4. delayed sends (redeliver only): D (default 1,000) sent by a Producer
+ *    with `delayMs` uniform in [1 s, 5 s); see bench/delayed-sends.ts.
+ *    With `--only-delayed-sends`, the only case run.
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { bullmqDelayLateness, bullmqThroughput, type BullmqSetup } from '../redis/bullmq.js';
 import { assertNoKeys } from '../redis/cleanup.js';
-import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../redis/redeliver.js';
+import { redeliverDelayedSends, redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../redis/redeliver.js';
+import { delayedSendJson, printDelayedSends } from '../delayed-sends.js';
 import { failingFirst, payloadString, uniformDelays, type LatenessSummary, type Throughput } from '../redis/workload.js';
 import { medianOf, printJson, printTable, positiveArg, roundTo } from '../report.js';
 
@@ -50,8 +54,11 @@ export async function run(args: string[]): Promise<void> {
       rate: { type: 'string', default: '500' },
       seed: { type: 'string', default: '42' },
       url: { type: 'string', default: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379' },
+      'delayed-sends': { type: 'string', default: '1000' },
+      'only-delayed-sends': { type: 'boolean', default: false },
     },
   });
+  const delayedSends = positiveArg('delayed-sends', values['delayed-sends']);
   const n = positiveArg('messages', values.messages);
   const concurrency = positiveArg('concurrency', values.concurrency);
   const m = positiveArg('delayed', values.delayed);
@@ -82,6 +89,12 @@ export async function run(args: string[]): Promise<void> {
   const failing = failingFirst(n, 0.1, seed);
 
   try {
+    if (values['only-delayed-sends']) {
+      const sends = await redeliverDelayedSends(redeliverSetup, delayedSends, seed);
+      printDelayedSends(sends);
+      printJson({ scenario: 'redis', delayedSends, ...delayedSendJson(sends) });
+      return;
+    }
     const runs: Throughput[] = [];
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? sides : [...sides].reverse();
@@ -95,6 +108,8 @@ export async function run(args: string[]): Promise<void> {
       lateness.set(side.name, await side.delays(delays, rate));
       load.push(loadavg()[0]!);
     }
+    const sends = await redeliverDelayedSends(redeliverSetup, delayedSends, seed);
+    load.push(loadavg()[0]!);
 
     const median = (side: Throughput['side'], label: Throughput['case']) => {
       const perSec = runs.filter((r) => r.side === side && r.case === label).map((r) => r.perSec);
@@ -119,6 +134,7 @@ export async function run(args: string[]): Promise<void> {
         return { side: side.name, p50: l.p50, p99: l.p99, max: l.max, early: l.early, handled: l.count };
       }),
     );
+    printDelayedSends(sends);
     console.log(`\nload average (1 min) during the run: ${load.map((l) => roundTo(l, 2)).join(' -> ')} on ${cpus().length} CPUs`);
 
     const ours = lateness.get('redeliver')!;
@@ -146,6 +162,8 @@ export async function run(args: string[]): Promise<void> {
       bullmqDelayP50LatenessMs: bull.p50,
       bullmqDelayMaxLatenessMs: bull.max,
       bullmqDelayEarlyCount: bull.early,
+      delayedSends,
+      ...delayedSendJson(sends),
       loadAverage: load.map((l) => roundTo(l, 2)),
     });
   } finally {

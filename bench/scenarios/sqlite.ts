@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- sqlite [--messages N] [--concurrency C] [--delayed N]`
+ * `npm run bench -- sqlite [--messages N] [--concurrency C] [--delayed N] [--delayed-sends N] [--only-delayed-sends]`
  *
  * The SQLite transport against a bare SQLite queue on the same machine, same
  * file settings and same message size. Every throughput case is measured the
@@ -15,6 +15,9 @@
  *    success-c10: the success path at the endpoint's default concurrency, 10.
  * 5. delays: delayed retries with delays uniform in [100 ms, 20 s]; for each,
  *    lateness = the time it is handed out minus its due time.
+ * 6. delayed sends: N (default 1,000) sent by a Producer with `delayMs`
+ *    uniform in [1 s, 5 s); see bench/delayed-sends.ts. With
+ *    `--only-delayed-sends`, the only case run.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,6 +32,7 @@ import { seededRandom } from '../../src/time/random.js';
 import type { Delivery, OutgoingMessage } from '../../src/transport/types.js';
 import { SqliteTransport, type SqliteDurability } from '../../src/transports/sqlite/index.js';
 import { percentile, printJson, printTable, positiveArg, medianRun, roundTo } from '../report.js';
+import { delayedSendJson, delayedSendLateness, printDelayedSends } from '../delayed-sends.js';
 
 const BODY_BYTES = 256;
 /** Messages per send transaction, in every case. */
@@ -54,8 +58,11 @@ export async function run(args: string[]): Promise<void> {
       concurrency: { type: 'string', default: '128' },
       delayed: { type: 'string', default: '10000' },
       rounds: { type: 'string', default: '3' },
+      'delayed-sends': { type: 'string', default: '1000' },
+      'only-delayed-sends': { type: 'boolean', default: false },
     },
   });
+  const delayedSends = positiveArg('delayed-sends', values['delayed-sends']);
   const rounds = positiveArg('rounds', values.rounds);
   const n = positiveArg('messages', values.messages);
   const concurrency = positiveArg('concurrency', values.concurrency);
@@ -66,6 +73,11 @@ export async function run(args: string[]): Promise<void> {
   const path = () => join(dir, `bench-${++file}.db`);
 
   try {
+    if (values['only-delayed-sends']) {
+      const sends = await delayedSendsCase(path(), delayedSends);
+      printJson({ scenario: 'sqlite', delayedSends, ...delayedSendJson(sends) });
+      return;
+    }
     // The cases take turns, round after round, and each reports its median
     // round: a machine shared with other work slows every case alike.
     const runs: Record<string, Throughput[]> = { ceiling: [], success: [], failing10: [], fullSync: [], 'success-c10': [] };
@@ -88,6 +100,7 @@ export async function run(args: string[]): Promise<void> {
     printTable(`delayed retries: ${delayed} with delays uniform in [100 ms, 20 s]`, [
       { p50LatenessMs: delays.p50, p99LatenessMs: delays.p99, maxLatenessMs: delays.max, early: delays.early, handled: delays.handled },
     ]);
+    const sends = await delayedSendsCase(path(), delayedSends);
 
     printJson({
       scenario: 'sqlite',
@@ -107,9 +120,23 @@ export async function run(args: string[]): Promise<void> {
       delayMaxLatenessMs: delays.max,
       delayEarlyCount: delays.early,
       delayedHandled: delays.handled,
+      delayedSends,
+      ...delayedSendJson(sends),
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Delayed sends on a transport of their own; prints their table. */
+async function delayedSendsCase(path: string, count: number) {
+  const transport = new SqliteTransport({ path });
+  try {
+    const sends = await delayedSendLateness(transport, 'delayed-sends', count, 11);
+    printDelayedSends(sends);
+    return sends;
+  } finally {
+    await transport.close();
   }
 }
 

@@ -5,6 +5,7 @@ import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
 import { DEFAULTS } from '../defaults.js';
 import { duration, fn, nonEmpty, wholeNumber } from '../endpoint/validate.js';
+import { sendDueAt, withDelay } from './delay.js';
 import { TypedEmitter } from '../events.js';
 import { summarizeError } from '../headers/failure.js';
 import { HEADER } from '../headers/names.js';
@@ -62,6 +63,19 @@ export interface SendOptions {
   id?: string;
   /** Application headers. Names starting with `redeliver-` are reserved. */
   headers?: Headers;
+  /**
+   * Hold the message at least this many milliseconds, counted from the
+   * call, before any consumer can receive it: the transport holds it as it
+   * holds a delayed retry. From 0 to the transport's `limits.maxDelayMs`.
+   * Not with `deliverAt`. Default 0: deliverable at once.
+   */
+  delayMs?: number;
+  /**
+   * Hold the message until this time, by the producer's clock: the same
+   * as a `delayMs` of the time left. A time already past sends at once. Not
+   * with `delayMs`. Default none.
+   */
+  deliverAt?: Date;
   /**
    * The message's deadline (a Date, or milliseconds since the Unix epoch):
    * an endpoint never handles it at or after this time, and schedules no
@@ -144,10 +158,11 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   async send(queue: string, body: T, options: SendOptions = {}): Promise<string> {
     nonEmpty('queue', queue);
     const headers = outgoingHeaders(options);
+    const dueAt = sendDueAt(options, this.#transport, this.#clock);
     if (this.#schema) refuseInvalid(await check(this.#schema, body));
     const id = options.id ?? this.#newId();
     const payload = this.#codec.encode(body);
-    await this.#sendWithRetry(queue, id, payload, headers);
+    await this.#sendWithRetry(queue, id, payload, headers, dueAt);
     return id;
   }
 
@@ -163,12 +178,13 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   sendInBackground(queue: string, body: T, options: SendOptions = {}, callback?: (error: SendFailedError | ValidationError | undefined, id: string) => void): string {
     nonEmpty('queue', queue);
     const headers = outgoingHeaders(options);
+    const dueAt = sendDueAt(options, this.#transport, this.#clock);
     const id = options.id ?? this.#newId();
     const checked = this.#schema ? check(this.#schema, body) : undefined;
     if (checked && !(checked instanceof Promise)) refuseInvalid(checked);
     const payload = this.#codec.encode(body);
     const send = () =>
-      this.#sendWithRetry(queue, id, payload, headers).then(
+      this.#sendWithRetry(queue, id, payload, headers, dueAt).then(
         () => callback?.(undefined, id),
         (error: SendFailedError) => callback?.(error, id),
       );
@@ -189,22 +205,22 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    * succeeds at once, and the retry loop's state (attempt history,
    * counters, backoff deadlines) is then never built.
    */
-  async #sendWithRetry(queue: string, id: string, body: Uint8Array, headers: Headers): Promise<void> {
+  async #sendWithRetry(queue: string, id: string, body: Uint8Array, headers: Headers, dueAt: number | undefined): Promise<void> {
     const start = this.#clock.monotonic();
     // RocketMQ's ConnectWithBackoff: each attempt gets until its deadline, but at least the minimum attempt time.
     const deadline = start + this.#throttleDelay(1);
     const timeout = Math.min(Math.max(deadline - start, this.#minAttemptTimeoutMs), this.#timeoutMs);
     try {
-      await this.#attempt(queue, { id, body, headers }, timeout);
+      await this.#attempt(queue, { id, body, headers }, timeout, dueAt);
     } catch (error) {
-      await this.#retry(queue, id, body, headers, start, deadline, error);
+      await this.#retry(queue, id, body, headers, dueAt, start, deadline, error);
       return;
     }
     this.#sent(queue, id, 1, start);
   }
 
   /** Attempts 2 and on, after the first failed with `firstError`. */
-  async #retry(queue: string, id: string, body: Uint8Array, headers: Headers, start: number, firstDeadline: number, firstError: unknown): Promise<void> {
+  async #retry(queue: string, id: string, body: Uint8Array, headers: Headers, dueAt: number | undefined, start: number, firstDeadline: number, firstError: unknown): Promise<void> {
     const clock = this.#clock;
     const giveUpAt = start + this.#timeoutMs;
     const attempts: SendAttempt[] = [];
@@ -219,7 +235,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
         const attemptTimeout = Math.min(Math.max(deadline - now, this.#minAttemptTimeoutMs), giveUpAt - now);
         const sendHeaders = possibleDuplicate ? { ...headers, [HEADER.possibleDuplicate]: 'true' } : headers;
         try {
-          await this.#attempt(queue, { id, body, headers: sendHeaders }, attemptTimeout);
+          await this.#attempt(queue, { id, body, headers: sendHeaders }, attemptTimeout, dueAt);
           this.#sent(queue, id, attempt, start);
           return;
         } catch (failure) {
@@ -259,11 +275,13 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
    * the producer's shared {@link Deadlines}, not a timer per attempt: at tens
    * of thousands of sends per second a timer, an AbortController and its
    * abort cost more than the send itself (see the `producer` benchmark).
+   * A delayed send carries the delay left until `dueAt` (monotonic), so a
+   * retried attempt is due when the first one would have been.
    */
-  #attempt(queue: string, message: { id: string; body: Uint8Array; headers: Headers }, timeoutMs: number): Promise<void> {
+  #attempt(queue: string, message: { id: string; body: Uint8Array; headers: Headers }, timeoutMs: number, dueAt: number | undefined): Promise<void> {
     let sending: Promise<void>;
     try {
-      sending = this.#transport.send(queue, message);
+      sending = this.#transport.send(queue, dueAt === undefined ? message : withDelay(message, dueAt - this.#clock.monotonic()));
     } catch (error) {
       return Promise.reject(error);
     }

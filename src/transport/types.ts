@@ -25,6 +25,15 @@ export interface TransportCapabilities {
 export interface TransportLimits {
   /** The largest `ConsumeOptions.prefetch` the transport accepts, and so the largest endpoint `concurrency`. Default no limit. */
   readonly maxPrefetch?: number;
+  /**
+   * The longest delay, in milliseconds, the transport holds a message for:
+   * the most `OutgoingMessage.delayMs` and `Delivery.retryLater` accept (a
+   * longer one is refused with a RangeError, and nothing is sent). A
+   * transport that declares it honours `OutgoingMessage.delayMs`; one that
+   * does not is sent no delayed message (a producer refuses it). Default
+   * none.
+   */
+  readonly maxDelayMs?: number;
 }
 
 /** A message to put on a queue. */
@@ -33,6 +42,14 @@ export interface OutgoingMessage {
   readonly id: string;
   readonly body: Uint8Array;
   readonly headers: Headers;
+  /**
+   * Hold the message at least this many milliseconds before any consumer
+   * can receive it, the way the transport holds a delayed retry (a broker
+   * or store, never a timer of the sender). From 0 to the transport's
+   * `limits.maxDelayMs`; a longer one is refused with a RangeError before
+   * anything is sent. Default 0: deliverable at once.
+   */
+  readonly delayMs?: number;
 }
 
 /**

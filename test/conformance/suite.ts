@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Producer } from '../../src/producer/producer.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
 import { describeDeadlineConformance } from './deadline-cases.js';
 
@@ -19,6 +20,16 @@ export interface ConformanceTarget {
 const text = (s: string) => new TextEncoder().encode(s);
 const decode = (b: Uint8Array) => new TextDecoder().decode(b);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * How early, at most, a delayed message may be handed out by the test's
+ * clock (`Date.now()`, read before the send) and still count as on time:
+ * due times are whole milliseconds of another clock (the transport's, the
+ * Redis or NATS server's, truncated to the millisecond), and RabbitMQ hands
+ * out a copy up to 1 ms early by its dueAt header. Anything earlier is a
+ * delay not held.
+ */
+const DELAY_TOLERANCE_MS = 5;
 
 /** Collects deliveries and lets a test wait for the n-th one. */
 class Inbox {
@@ -134,6 +145,63 @@ export function describeTransportConformance(target: ConformanceTarget): void {
       expect(all[2]!.id).toBe('short');
       expect(inbox.items[2]!.at - start).toBeLessThan(2_500);
       await all[2]!.ack();
+    });
+
+    it('delayed send: held at least its delay, and an undelayed message sent after it arrives first', async () => {
+      const t = await open();
+      const queue = queueName('delayed');
+      const inbox = new Inbox();
+      await consume(t, queue, inbox);
+      const delayMs = 700;
+      const sentAt = Date.now();
+      await t.send(queue, { id: 'later', body: text('later'), headers: { keep: 'k' }, delayMs });
+      await t.send(queue, { id: 'now', body: text('now'), headers: {} });
+      const [first] = await inbox.waitFor(1);
+      expect(first!.id).toBe('now');
+      await first!.ack();
+      const [, second] = await inbox.waitFor(2);
+      expect(second!.id).toBe('later');
+      expect(decode(second!.body)).toBe('later');
+      expect(second!.headers['keep']).toBe('k');
+      expect(second!.deliveryCount).toBe(1);
+      expect(inbox.items[1]!.at).toBeGreaterThanOrEqual(sentAt + delayMs - DELAY_TOLERANCE_MS);
+      await second!.ack();
+    });
+
+    it('delayed send: a producer holds deliverAt, and sends one already past at once', async () => {
+      const t = await open();
+      const queue = queueName('deliver-at');
+      const inbox = new Inbox();
+      await consume(t, queue, inbox);
+      const producer = new Producer<string>({ transport: t });
+      const at = new Date(Date.now() + 500);
+      await producer.send(queue, 'future', { id: 'future', deliverAt: at });
+      await producer.send(queue, 'past', { id: 'past', deliverAt: new Date(Date.now() - 60_000) });
+      const [first] = await inbox.waitFor(1);
+      expect(first!.id).toBe('past');
+      await first!.ack();
+      const [, second] = await inbox.waitFor(2);
+      expect(second!.id).toBe('future');
+      expect(inbox.items[1]!.at).toBeGreaterThanOrEqual(at.getTime() - DELAY_TOLERANCE_MS);
+      await second!.ack();
+    });
+
+    it('delayed send: a delay beyond the transport limit is refused and nothing arrives', async () => {
+      const t = await open();
+      const queue = queueName('too-far');
+      const inbox = new Inbox();
+      await consume(t, queue, inbox);
+      const max = t.limits?.maxDelayMs;
+      expect(max).toBeGreaterThan(0);
+      await expect(t.send(queue, { id: 'too-far', body: text('x'), headers: {}, delayMs: max! + 1 })).rejects.toThrow(RangeError);
+      const producer = new Producer<string>({ transport: t });
+      await expect(producer.send(queue, 'x', { id: 'too-far-too', delayMs: max! + 1 })).rejects.toThrow(/delayMs is beyond/);
+      await expect(producer.send(queue, 'x', { id: 'negative', delayMs: -1 })).rejects.toThrow(/delayMs/);
+      // The marker, sent after, is the first and only message: the refused ones were never sent.
+      await t.send(queue, { id: 'marker', body: text('m'), headers: {} });
+      const [d] = await inbox.waitFor(1);
+      expect(inbox.items.map((i) => i.delivery.id)).toEqual(['marker']);
+      await d!.ack();
     });
 
     it('deadLetter moves the message to the error queue with its headers', async () => {

@@ -43,6 +43,7 @@ export function recordingQueues(transport: RabbitMqTransport): Transport {
   return {
     name: transport.name,
     capabilities: transport.capabilities,
+    limits: transport.limits,
     errorQueue,
     inspection: transport.inspection,
     send: (queue, message) => {

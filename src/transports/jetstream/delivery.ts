@@ -1,5 +1,6 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { AckInfo } from './ack-subject.js';
 import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
@@ -73,12 +74,10 @@ export class JetStreamDelivery implements Delivery {
   }
 
   retryLater(delayMs: number, headers: Headers): Promise<void> {
-    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS) {
-      return Promise.reject(new RangeError(`retryLater: delayMs must be a number from 0 to ${MAX_TIMER_MS}, got ${String(delayMs)}`));
-    }
     let encoded: MsgHdrs;
     try {
-      encoded = encodeNatsHeaders(this.id, checked(headers, 'retryLater'), { [DELAY_HEADER]: String(Math.ceil(delayMs)) });
+      const ms = checkDelay('retryLater: delayMs', delayMs, MAX_HELD_DELAY_MS);
+      encoded = encodeNatsHeaders(this.id, checked(headers, 'retryLater'), { [DELAY_HEADER]: String(ms) });
     } catch (error) {
       return Promise.reject(error);
     }

@@ -1,9 +1,10 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
 import type { SendErrorKind } from '../../producer/errors.js';
 import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { HEADER } from '../../headers/names.js';
-import { encodeNatsHeaders } from './codec.js';
+import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
 import { openClients, type JetStreamClients } from './connection.js';
 import type { DeliveryOwner } from './delivery.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
@@ -18,9 +19,10 @@ import { TurnFlush } from './turn-flush.js';
 
 /**
  * The NATS JetStream transport: each queue is a work-queue stream read
- * through one durable pull consumer; delayed retries wait in the prefix's
- * delay stream, held by the server, until a consumer of their queue moves
- * them back; an error queue is a stream like any other queue.
+ * through one durable pull consumer; delayed retries and delayed sends wait
+ * in the prefix's delay stream, held by the server, until a consumer of
+ * their queue moves them to it, due at the time the server stored them plus
+ * their delay; an error queue is a stream like any other queue.
  *
  * - A delivery's lease is the consumer's `ack_wait`; a consumer that holds
  *   a message past it loses it to another (its delivery count goes up).
@@ -34,6 +36,8 @@ import { TurnFlush } from './turn-flush.js';
 export class JetStreamTransport implements Transport {
   readonly name = 'jetstream';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: false };
+  /** Delays wait in the server; the movers' waits for them are timers, which hold at most 2^31-1 ms. */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS });
   /** The stream, subject and consumer names of this transport's prefix. */
   readonly names: JetStreamNames;
   readonly #options: ResolvedJetStreamOptions;
@@ -88,19 +92,31 @@ export class JetStreamTransport implements Transport {
    * once the stream stored it. The message id is the `Nats-Msg-Id` (with
    * the replay count of a replayed message): a second send of the same
    * within the stream's duplicate window stores nothing. A stream out of
-   * room rejects with a `QueueFullError`.
+   * room rejects with a `QueueFullError`. A message with a `delayMs` is
+   * stored in the delay stream instead, deduplicated there the same way,
+   * and moved to the queue when due.
    */
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     checkQueue(queue, 'send');
     if (this.#closed) throw new TransportClosedError('send');
     const { id, body, headers } = checkMessage(message);
-    const hdrs = encodeNatsHeaders(id, headers);
+    const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
+    const hdrs = encodeNatsHeaders(id, headers, delayMs > 0 ? { [DELAY_HEADER]: String(delayMs) } : undefined);
     const { nc } = await this.ready();
     const size = body.byteLength + headerBytes(hdrs);
     const maxPayload = nc.info?.max_payload;
     if (maxPayload !== undefined && size > maxPayload) throw new MessageTooLargeError(size, maxPayload);
     const topology = await this.topology();
     const names = await topology.queue(queue, 'work');
+    if (delayMs > 0) {
+      await topology.delayStream();
+      // The delay stream holds every queue's messages: the queue is part of the id it deduplicates by.
+      await this.#publish(names.delaySubject, body, hdrs, `${sendMsgId(id, headers)}|s|${names.delaySubject}`, async () => {
+        topology.forgetDelays();
+        await topology.delayStream();
+      });
+      return;
+    }
     try {
       await this.#publish(names.subject, body, hdrs, sendMsgId(id, headers), async () => {
         topology.forget(queue);

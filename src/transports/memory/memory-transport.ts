@@ -16,6 +16,7 @@ import { pageSizeOf } from '../../operations/scan-page.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { checkDelay, MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 
 /** Options of {@link MemoryTransport}. */
 export interface MemoryTransportOptions {
@@ -50,11 +51,14 @@ export class AlreadySettledError extends Error {
  * An in-process transport for tests and examples, with the same semantics as
  * the durable ones: delays wait in one time-ordered heap driven by the
  * injected clock (one wake-up for the earliest due time, no timer per
- * message). Nothing survives the process.
+ * message). A delayed send waits in the same heap. Nothing survives the
+ * process.
  */
 export class MemoryTransport implements Transport {
   readonly name = 'memory';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  /** Delays are timed by the clock, whose timers hold at most 2^31-1 ms. */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS });
   readonly #clock: Clock;
   readonly #ready = new Map<string, StoredMessage[]>();
   readonly #delayed = new MinHeap<DelayedMessage>((a, b) => a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq));
@@ -158,7 +162,10 @@ export class MemoryTransport implements Transport {
 
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     this.#assertOpen();
-    this.#enqueue(queue, { id: message.id, body: message.body, headers: { ...message.headers }, deliveries: 0 });
+    const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
+    const stored = { id: message.id, body: message.body, headers: { ...message.headers }, deliveries: 0 };
+    if (delayMs > 0) this.#schedule(queue, stored, delayMs);
+    else this.#enqueue(queue, stored);
   }
 
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
@@ -217,8 +224,15 @@ export class MemoryTransport implements Transport {
       headers: message.headers,
       deliveryCount: message.deliveries,
       ack: () => settle(() => undefined),
-      retryLater: (delayMs, headers) =>
-        settle(() => this.#schedule(queue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 }, delayMs)),
+      retryLater: (delayMs, headers) => {
+        let ms: number;
+        try {
+          ms = checkDelay('retryLater: delayMs', delayMs, MAX_HELD_DELAY_MS);
+        } catch (error) {
+          return Promise.reject(error);
+        }
+        return settle(() => this.#schedule(queue, { id: message.id, body: message.body, headers: { ...headers }, deliveries: 0 }, ms));
+      },
       deadLetter: (errorQueue, headers) =>
         settle(() => {
           this.#errorQueues.add(errorQueue);
@@ -277,6 +291,7 @@ export class MemoryTransport implements Transport {
     const touched = new Set<string>();
     for (let next = this.#delayed.peek(); next && next.dueAt <= now; next = this.#delayed.peek()) {
       this.#delayed.pop();
+      next.message.key ??= String(++this.#seq);
       this.#readyQueue(next.queue).push(next.message);
       touched.add(next.queue);
     }

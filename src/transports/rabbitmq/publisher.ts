@@ -76,17 +76,23 @@ export class Publisher {
 
   /**
    * Puts a message on `queue` (declared on first use); resolves once the
-   * queue took it and the broker confirmed it. A message no queue took (the
-   * queue was deleted) rejects with a `PublishReturnedError`, and the next
-   * send declares the queue again. Bad input (an id, body or header the transport cannot carry)
+   * queue took it and the broker confirmed it. A message with a `delayMs`
+   * goes through the delay levels, as a delayed retry does. A message no
+   * queue took (the queue was deleted) rejects with a `PublishReturnedError`,
+   * and the next send declares the queue again. Bad input (an id, body or
+   * header the transport cannot carry, a delay beyond {@link MAX_DELAY_MS})
    * throws a TypeError or RangeError, and a body over `maxMessageBytes` a
    * {@link MessageTooLargeError}, before anything is published.
    */
   send(queue: string, message: OutgoingMessage): Promise<void> {
     const id = checkId(message?.id);
+    const delayMs = message.delayMs === undefined ? 0 : delayToLevelsMs(message.delayMs, 'send: delayMs');
     const content = toBuffer(message.body);
     if (content.length > this.options.maxMessageBytes) throw new MessageTooLargeError(content.length, this.options.maxMessageBytes, 'maxMessageBytes');
     const given = message.headers ?? NO_HEADERS;
+    if (delayMs > 0) {
+      return this.#throughLevels(queue, id, content, {}, this.#headers(given, 'strict', id, undefined), delayMs, `delayed send of ${id} to ${queue} after ${delayMs} ms`);
+    }
     const headers = typeof given === 'object' && given !== null && isEmpty(given) ? NO_HEADERS : this.#headers(given, 'strict', id, undefined);
     return this.publishing.publish({
       exchange: '',
@@ -107,17 +113,25 @@ export class Publisher {
   async publishDelayed(queue: string, copy: CopyRequest, delayMs: number): Promise<void> {
     const ms = delayToLevelsMs(delayMs);
     const headers = this.#headers(copy.headers, 'lenient', copy.id, this.options.logger);
-    const dueAt = this.options.clock.now() + ms;
+    await this.#throughLevels(queue, copy.id, toBuffer(copy.body), copy.properties ?? {}, headers, ms, `retry copy of ${copy.id} to ${queue} after ${ms} ms`);
+  }
+
+  /**
+   * Publishes into the delay levels a message that returns to `queue` after
+   * `ms` whole milliseconds, with its destination, due time and delay in
+   * `headers` (a table of this publish's own, which gains them).
+   */
+  #throughLevels(queue: string, id: string, content: Buffer, properties: Options.Publish, headers: Record<string, string>, ms: number, operation: string): Promise<void> {
     headers[INTERNAL_HEADERS.destination] = queue;
-    headers[INTERNAL_HEADERS.dueAt] = String(dueAt);
+    headers[INTERNAL_HEADERS.dueAt] = String(this.options.clock.now() + ms);
     headers[INTERNAL_HEADERS.delay] = String(ms);
     const exchange = delayEntryExchange(this.names, ms);
-    await this.publishing.publish({
+    return this.publishing.publish({
       exchange,
       routingKey: delayRoutingKey(ms),
-      content: toBuffer(copy.body),
-      properties: { ...copy.properties, persistent: true, mandatory: true, messageId: copy.id, headers },
-      operation: `retry copy of ${copy.id} to ${queue} after ${ms} ms`,
+      content,
+      properties: { ...properties, persistent: true, mandatory: true, messageId: id, headers },
+      operation,
       queue,
       role: 'work',
       // No delay enters at the deliver exchange, whose binding leads straight to the queue.

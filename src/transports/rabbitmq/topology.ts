@@ -22,6 +22,7 @@
  * broker crash can lose the copies in transit.
  */
 import type { Channel } from 'amqplib';
+import { checkDelay } from '../../transport/delay.js';
 import { INTERNAL_HEADERS } from './wire-headers.js';
 
 /** Number of delay levels: level `n` holds a message for `2^n` ms, levels 0 to 27. */
@@ -70,11 +71,8 @@ export function delayTopologyNames(prefix: string, type: DelayLevelType): DelayT
  * so a message is never early. Throws a RangeError for a delay the levels
  * cannot hold.
  */
-export function delayToLevelsMs(delayMs: number): number {
-  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || Math.ceil(delayMs) > MAX_DELAY_MS) {
-    throw new RangeError(`rabbitmq: delay must be a finite number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${delayMs}`);
-  }
-  return Math.ceil(delayMs);
+export function delayToLevelsMs(delayMs: number, what = 'rabbitmq: delay'): number {
+  return checkDelay(what, delayMs, MAX_DELAY_MS);
 }
 
 /** The routing key for a delay: its 28 bits as dot-separated words, most significant first. */

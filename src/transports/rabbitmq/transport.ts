@@ -11,14 +11,15 @@ import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations
 import { Publisher } from './publisher.js';
 import { classifyRabbitMqSendError } from './send-errors.js';
 import { RabbitMqSubscription } from './subscription.js';
-import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './topology.js';
+import { delayTopologyNames, DELAY_LEVELS, MAX_DELAY_MS, type DelayTopologyNames } from './topology.js';
 
 /**
  * A transport on RabbitMQ (AMQP 0-9-1, through amqplib).
  *
- * - Delayed retries wait in the broker, in 28 shared delay-level queues
- *   (level `n` holds a message `2^n` ms), never in a timer of this process;
- *   by default quorum queues whose hops are dead-lettered at least once.
+ * - Delayed retries and delayed sends wait in the broker, in 28 shared
+ *   delay-level queues (level `n` holds a message `2^n` ms), never in a
+ *   timer of this process; by default quorum queues whose hops are
+ *   dead-lettered at least once.
  * - Retry and error-queue copies are confirmed by the broker before the
  *   original is acked: a crash between the two gives a duplicate, never a
  *   loss (`stats.duplicateWindow`).
@@ -32,8 +33,11 @@ import { delayTopologyNames, DELAY_LEVELS, type DelayTopologyNames } from './top
 export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
   readonly capabilities: TransportCapabilities;
-  /** An endpoint's concurrency is its prefetch, which AMQP caps at 65 535. */
-  readonly limits = Object.freeze({ maxPrefetch: MAX_PREFETCH });
+  /**
+   * An endpoint's concurrency is its prefetch, which AMQP caps at 65 535;
+   * the 28 delay levels hold a delay of at most 2^28-1 ms (about 74.6 h).
+   */
+  readonly limits = Object.freeze({ maxPrefetch: MAX_PREFETCH, maxDelayMs: MAX_DELAY_MS });
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();

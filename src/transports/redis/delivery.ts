@@ -1,4 +1,5 @@
 import { MAX_TIMER_MS } from '../../time/clock.js';
+import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
 import { AlreadySettledError, DeliveryGoneError, SettlementRefusedError } from './errors.js';
@@ -57,10 +58,8 @@ export class RedisDelivery implements Delivery {
 
   retryLater(delayMs: number, headers: Headers): Promise<void> {
     return this.#settle(() => {
-      if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS) {
-        throw new RangeError(`retryLater: delayMs must be a number from 0 to ${MAX_TIMER_MS}, got ${String(delayMs)}`);
-      }
-      return { kind: 'r', entryId: this.entryId, count: this.pendingCount, delayMs: Math.ceil(delayMs), headers: checkedHeaders(headers, 'retryLater') };
+      const ms = checkDelay('retryLater: delayMs', delayMs, MAX_HELD_DELAY_MS);
+      return { kind: 'r', entryId: this.entryId, count: this.pendingCount, delayMs: ms, headers: checkedHeaders(headers, 'retryLater') };
     });
   }
 

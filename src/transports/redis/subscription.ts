@@ -135,7 +135,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     if (op.kind !== 'r') return this.#s.settler.settle(op);
     const dueAt = this.#s.clock.monotonic() + op.delayMs;
     return this.#s.settler.settle(op).then((result) => {
-      if (result === 1) this.#dueAt(dueAt);
+      if (result === 1) this.notifyDue(dueAt);
       return result;
     });
   }
@@ -151,8 +151,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#kick();
   }
 
-  /** A retry on this queue becomes due at monotonic time `at`: wake up then if that is sooner than planned. */
-  #dueAt(at: number): void {
+  /** A retry or delayed send on this queue becomes due at monotonic time `at`: wake up then if that is sooner than planned. */
+  notifyDue(at: number): void {
     if (this.#state === CLOSED) return;
     if (at >= this.#promoteAt) return;
     this.#promoteAt = at;

@@ -1,4 +1,5 @@
 import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { Redis } from 'ioredis';
 import type { SendErrorKind } from '../../producer/errors.js';
 import type {
@@ -35,14 +36,18 @@ export const SEND_BATCH_CHUNK = 500;
  * - Every settlement is one Lua script that writes the copy (retry or error
  *   entry) before it acks and deletes the original, and applies only while
  *   this consumer still holds the entry: never a second copy, never none.
- * - Delays are held by the server, by its clock; each consumer keeps one
- *   wake-up for the earliest due retry of its queue.
+ * - Delays, of retries and of delayed sends, are held by the server, by its
+ *   clock; each consumer keeps one wake-up for the earliest due one of its
+ *   queue (a delayed send of this transport wakes its consumers of that
+ *   queue; one from another process is found within `pollIntervalMs`).
  *
  * Durability is the server's: see docs/redis.md.
  */
 export class RedisTransport implements Transport {
   readonly name = 'redis';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  /** Delays wait in the server; the consumers' wake-ups for them are timers, which hold at most 2^31-1 ms. */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS });
   /** The key names of this transport's prefix. */
   readonly keys: RedisKeys;
   /** The client commands go on: the one passed in, or the transport's own. */
@@ -115,11 +120,15 @@ export class RedisTransport implements Transport {
     const encoded = messages.map((m) => this.#encode(m));
     this.#checkServerOnce();
     const k = this.keys.of(queue);
+    const keys = [k.stream, k.delayed, this.keys.queues, k.delayedData, this.keys.seq];
     const bound = this.#options.maxLength ?? 0;
     for (let i = 0; i < encoded.length; i += SEND_BATCH_CHUNK) {
-      const chunk = encoded.slice(i, i + SEND_BATCH_CHUNK).flat();
-      const [written, held] = (await this.scripts.run(SEND, [k.stream, k.delayed, this.keys.queues], [queue, bound, ...chunk])) as [number, number];
+      const slice = encoded.slice(i, i + SEND_BATCH_CHUNK);
+      // Counted from before the call, as the server counts from a moment later: a wake-up is never late.
+      const sentAt = this.#options.clock.monotonic();
+      const [written, held] = (await this.scripts.run(SEND, keys, [queue, bound, ...slice.flat()])) as [number, number];
       if (written !== 1) throw new QueueFullError(queue, held, bound);
+      this.#notifyDue(queue, sentAt, slice);
     }
   }
 
@@ -191,11 +200,19 @@ export class RedisTransport implements Transport {
     return settler;
   }
 
+  /** Wakes this transport's consumers of `queue` when the earliest delayed message of `sent` falls due. */
+  #notifyDue(queue: string, sentAt: number, sent: readonly (readonly [string, string, Buffer, number])[]): void {
+    let delayMs = Infinity;
+    for (const message of sent) if (message[3] > 0) delayMs = Math.min(delayMs, message[3]);
+    if (delayMs === Infinity) return;
+    for (const sub of this.#consumers.get(queue) ?? []) sub.notifyDue(sentAt + delayMs);
+  }
+
   #checkServerOnce(): void {
     if (this.#serverChecked === undefined && this.#options.checkServer) void this.serverSettings();
   }
 
-  #encode(message: OutgoingMessage): [string, string, Buffer] {
+  #encode(message: OutgoingMessage): [string, string, Buffer, number] {
     if (typeof message !== 'object' || message === null) throw new TypeError('send: message must be an object');
     const { id, body, headers } = message;
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
@@ -205,6 +222,7 @@ export class RedisTransport implements Transport {
     for (const [name, value] of Object.entries(headers)) {
       if (typeof value !== 'string') throw new TypeError(`send: header ${name} must be a string, got ${typeof value}`);
     }
-    return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength)];
+    const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
+    return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength), delayMs];
   }
 }

@@ -1,3 +1,4 @@
+import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { Headers, OutgoingMessage } from '../../transport/types.js';
 
 /** How headers without entries are stored. */
@@ -29,10 +30,11 @@ export function copyBody(body: unknown, what: string): Buffer {
 }
 
 /** Checks a message before it is queued for writing, so one bad message never fails a group commit. */
-export function checkMessage(message: OutgoingMessage, what: string): { id: string; body: Buffer; headers: string } {
+export function checkMessage(message: OutgoingMessage, what: string): { id: string; body: Buffer; headers: string; delayMs: number } {
   if (typeof message !== 'object' || message === null) throw new TypeError(`${what}: message must be an object`);
   if (typeof message.id !== 'string' || message.id.length === 0) throw new TypeError(`${what}: message id must be a non-empty string`);
-  return { id: message.id, body: copyBody(message.body, what), headers: encodeHeaders(message.headers, what) };
+  const delayMs = sendDelay(what, message.delayMs, MAX_HELD_DELAY_MS);
+  return { id: message.id, body: copyBody(message.body, what), headers: encodeHeaders(message.headers, what), delayMs };
 }
 
 /**

@@ -17,11 +17,13 @@ export interface EncodedMessage {
   readonly id: string;
   readonly body: Buffer;
   readonly headers: string;
+  /** Milliseconds from the send until the message is due: 0 for at once. */
+  readonly delayMs: number;
 }
 
 /** One write waiting for the next group commit. */
 export type WriteOp =
-  | { readonly type: 'send'; readonly queue: string; readonly messages: readonly EncodedMessage[]; readonly delayMs: number }
+  | { readonly type: 'send'; readonly queue: string; readonly messages: readonly EncodedMessage[] }
   | { readonly type: 'ack'; readonly row: LeasedRow }
   | { readonly type: 'retry'; readonly row: LeasedRow; readonly headers: string; readonly delayMs: number }
   | { readonly type: 'deadLetter'; readonly row: LeasedRow; readonly errorQueue: string; readonly headers: string }
@@ -247,8 +249,7 @@ export class GroupCommit {
     switch (op.type) {
       case 'send': {
         const kind = store.kindOf(op.queue);
-        const at = requestedAt + op.delayMs;
-        for (const m of op.messages) store.insert(kind, op.queue, m.id, m.body, m.headers, at, requestedAt);
+        for (const m of op.messages) store.insert(kind, op.queue, m.id, m.body, m.headers, requestedAt + m.delayMs, requestedAt);
         return true;
       }
       case 'ack':
@@ -282,8 +283,11 @@ function isOwnFault(error: unknown): boolean {
 /** Which queue a committed write made claimable, and from when. */
 function dueOf(op: WriteOp, requestedAt: number): { queue: string; at: number } | undefined {
   switch (op.type) {
-    case 'send':
-      return { queue: op.queue, at: requestedAt + op.delayMs };
+    case 'send': {
+      let delayMs = Infinity;
+      for (const m of op.messages) delayMs = Math.min(delayMs, m.delayMs);
+      return delayMs === Infinity ? undefined : { queue: op.queue, at: requestedAt + delayMs };
+    }
     case 'retry':
       return { queue: op.row.queue, at: requestedAt + op.delayMs };
     case 'deadLetter':

@@ -3,6 +3,7 @@ import { encodeHeaders } from './codec.js';
 import type { LeasedRow, WriteOp } from './committer.js';
 import { AlreadySettledError } from './errors.js';
 import { MAX_TIMER_MS } from '../../time/clock.js';
+import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 
 /** What a delivery needs from the consumer that handed it out. */
 export interface DeliveryOwner {
@@ -63,10 +64,8 @@ export class SqliteDelivery implements Delivery, LeasedRow {
 
   retryLater(delayMs: number, headers: Headers): Promise<void> {
     return this.#settle(() => {
-      if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_TIMER_MS) {
-        throw new RangeError(`retryLater: delayMs must be a number from 0 to ${MAX_TIMER_MS}, got ${String(delayMs)}`);
-      }
-      return { type: 'retry', row: this, headers: encodeHeaders(headers, 'retryLater'), delayMs: Math.ceil(delayMs) };
+      const ms = checkDelay('retryLater: delayMs', delayMs, MAX_HELD_DELAY_MS);
+      return { type: 'retry', row: this, headers: encodeHeaders(headers, 'retryLater'), delayMs: ms };
     });
   }
 

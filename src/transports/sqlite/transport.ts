@@ -8,6 +8,7 @@ import type {
   Transport,
   TransportCapabilities,
 } from '../../transport/types.js';
+import { MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 import { checkMessage } from './codec.js';
 import { GroupCommit, type EncodedMessage } from './committer.js';
 import { TransportClosedError } from './errors.js';
@@ -27,8 +28,9 @@ export const SEND_BATCH_CHUNK = 1_000;
  * The embedded transport: queues, delayed retries and error queues in one
  * SQLite file, in WAL mode.
  *
- * - A delay is a due time in an indexed column, not a timer: each consumer
- *   keeps one wake-up for the earliest due time of its queue.
+ * - A delay, of a retry or a delayed send, is a due time in an indexed
+ *   column, not a timer: each consumer keeps one wake-up for the earliest
+ *   due time of its queue.
  * - A claimed message is leased: invisible to other consumers until it is
  *   settled or its lease ends, so a message held by a process that died
  *   comes back.
@@ -42,6 +44,8 @@ export const SEND_BATCH_CHUNK = 1_000;
 export class SqliteTransport implements Transport {
   readonly name = 'sqlite';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: true };
+  /** A delay is a due time in a column; the wake-ups that read it are timers, which hold at most 2^31-1 ms. */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS });
   readonly #options: ResolvedSqliteOptions;
   readonly #db: Database.Database;
   readonly #store: Store;
@@ -81,7 +85,7 @@ export class SqliteTransport implements Transport {
       checkQueue(queue, 'send');
       if (this.#closed) throw new TransportClosedError('send');
       this.#checkBacklog(queue, 1);
-      return this.#commit.write({ type: 'send', queue, messages: [checkMessage(message, 'send')], delayMs: 0 });
+      return this.#commit.write({ type: 'send', queue, messages: [checkMessage(message, 'send')] });
     } catch (error) {
       return Promise.reject(error);
     }
@@ -102,7 +106,7 @@ export class SqliteTransport implements Transport {
       this.#checkBacklog(queue, messages.length);
       const encoded: EncodedMessage[] = new Array(messages.length);
       for (let i = 0; i < messages.length; i++) encoded[i] = checkMessage(messages[i]!, 'sendBatch');
-      if (encoded.length <= SEND_BATCH_CHUNK) return this.#commit.write({ type: 'send', queue, messages: encoded, delayMs: 0 });
+      if (encoded.length <= SEND_BATCH_CHUNK) return this.#commit.write({ type: 'send', queue, messages: encoded });
       return this.#sendInChunks(queue, encoded);
     } catch (error) {
       return Promise.reject(error);
@@ -111,7 +115,7 @@ export class SqliteTransport implements Transport {
 
   async #sendInChunks(queue: string, encoded: readonly EncodedMessage[]): Promise<void> {
     for (let i = 0; i < encoded.length; i += SEND_BATCH_CHUNK) {
-      await this.#commit.write({ type: 'send', queue, messages: encoded.slice(i, i + SEND_BATCH_CHUNK), delayMs: 0 });
+      await this.#commit.write({ type: 'send', queue, messages: encoded.slice(i, i + SEND_BATCH_CHUNK) });
     }
   }
 

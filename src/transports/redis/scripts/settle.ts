@@ -1,3 +1,4 @@
+import { HOLD } from './hold.js';
 import { SERVER_NOW } from './server-time.js';
 import type { Script } from './runner.js';
 
@@ -5,7 +6,8 @@ import type { Script } from './runner.js';
 export const SETTLE_SLOTS = 6;
 
 /** The script's body, shared by both variants below. */
-const BODY = `local group, consumer = ARGV[1], ARGV[2]
+const BODY = `${HOLD}
+local group, consumer = ARGV[1], ARGV[2]
 local now
 local results = {}
 local function fields(id)
@@ -33,9 +35,7 @@ for s = 3, #ARGV, ${SETTLE_SLOTS} do
           if now == nil then
             ${SERVER_NOW.replace('local now = ', 'now = ')}
           end
-          local token = tostring(redis.call('INCR', KEYS[6]))
-          written = redis.pcall('HSET', KEYS[3], token .. ':i', f['i'] or id, token .. ':h', ARGV[s + 4], token .. ':b', f['b'] or '')
-          if type(written) ~= 'table' then written = redis.pcall('ZADD', KEYS[2], now + delay, token) end
+          written = hold(KEYS[6], KEYS[3], KEYS[2], now + delay, f['i'] or id, ARGV[s + 4], f['b'] or '')
         end
         if type(written) == 'table' and written.err then result = written.err; copied = false end
       end
