@@ -74,13 +74,15 @@ export async function policyInput(moduleFile: string | undefined, flags: PolicyF
   };
 }
 
-function count(value: string): number {
+/** Parses a whole number of at least 0. */
+export function count(value: string): number {
   const n = Number(value);
   if (value.trim() === '' || !Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number of at least 0');
   return n;
 }
 
-function positiveCount(value: string): number {
+/** Parses a whole number of at least 1. */
+export function positiveCount(value: string): number {
   const n = count(value);
   if (n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
   return n;

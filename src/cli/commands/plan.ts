@@ -5,7 +5,7 @@ import { planPolicy } from '../../planning/plan.js';
 import { planChart, planReport, planText } from '../plan-report.js';
 import { ioOf } from '../program.js';
 import { UsageError } from '../open-transport.js';
-import { addPolicyOptions, durationFlag, policyInput, type PolicyFlags } from '../policy-options.js';
+import { addPolicyOptions, count, durationFlag, policyInput, positiveCount, type PolicyFlags } from '../policy-options.js';
 import { addChartOptions, deliverChart, type ChartFlags } from '../chart-output.js';
 import { formatDuration } from '../../planning/duration-text.js';
 
@@ -30,15 +30,15 @@ export function registerPlan(program: Command): void {
     .argument('[module]', 'a policy module: a .js, .mjs or (with tsx installed) .ts file whose default export is the options an Endpoint takes');
   addPolicyOptions(command)
     .option('--handler-ms <duration>', 'how long one handler attempt takes (milliseconds, or 2s, 5m)', durationFlag)
-    .option('--queue-depth <count>', 'with --handler-ms: the worker time a queue of this many failing messages takes', positiveWhole)
+    .option('--queue-depth <count>', 'with --handler-ms: the worker time a queue of this many failing messages takes', positiveCount)
     .addOption(new Option('--transport <name>', 'the broker to check the policy against').choices(['all', 'sqlite', 'redis', 'rabbitmq', 'jetstream']).default('all'))
     .addOption(new Option('--queue-type <type>', 'rabbitmq: the work queue type').choices(['classic', 'quorum']).default('classic'))
-    .option('--rabbitmq-version <major>', 'rabbitmq: the broker major version (4 and later give quorum queues a delivery limit of 20)', positiveWhole, 4)
-    .option('--delivery-limit <count>', "rabbitmq: the work queue's x-delivery-limit (default: 20 on quorum queues of RabbitMQ 4, none otherwise)", whole)
+    .option('--rabbitmq-version <major>', 'rabbitmq: the broker major version (4 and later give quorum queues a delivery limit of 20)', positiveCount, 4)
+    .option('--delivery-limit <count>', "rabbitmq: the work queue's x-delivery-limit (default: 20 on quorum queues of RabbitMQ 4, none otherwise)", count)
     .option('--consumer-timeout <duration>', "rabbitmq: the broker's consumer_timeout", durationFlag, RABBITMQ_CONSUMER_TIMEOUT_MS)
     .option('--max-deliver <count>', "jetstream: the work consumer's max_deliver (default -1, none, as the transport creates it)", integer)
-    .option('--draws <count>', 'seeded draws of the jittered schedule', positiveWhole, 1000)
-    .option('--seed <number>', 'seed of the first draw', whole, 1)
+    .option('--draws <count>', 'seeded draws of the jittered schedule', positiveCount, 1000)
+    .option('--seed <number>', 'seed of the first draw', count, 1)
     .option('--json', 'print one JSON object instead of the table');
   addChartOptions(command, 'a chart of the time from the first attempt to each attempt')
     .action(async (moduleFile: string | undefined, flags: PlanFlags, cmd: Command) => {
@@ -80,17 +80,5 @@ function planTargets(flags: PlanFlags): readonly PlanTarget[] {
 function integer(value: string): number {
   const n = Number(value);
   if (value.trim() === '' || !Number.isInteger(n)) throw new InvalidArgumentError('expected a whole number');
-  return n;
-}
-
-function whole(value: string): number {
-  const n = integer(value);
-  if (n < 0) throw new InvalidArgumentError('expected a whole number of at least 0');
-  return n;
-}
-
-function positiveWhole(value: string): number {
-  const n = integer(value);
-  if (n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
   return n;
 }
