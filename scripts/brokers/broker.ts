@@ -21,6 +21,8 @@ export interface Broker {
   readonly name: string;
   /** The loopback ports it listens on, by role. */
   readonly ports: Readonly<Record<string, number>>;
+  /** Debian packages it needs, installed together with every other broker's in one `apt-get` run. */
+  readonly debianPackages?: readonly string[];
   /** Installs what is missing (idempotent; fast when all is there). */
   install(say: (line: string) => void): Promise<void>;
   /** Starts it unless it runs, and resolves once it is ready (a probe, never a fixed sleep). */

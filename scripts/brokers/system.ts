@@ -194,3 +194,8 @@ export async function aptInstall(packages: readonly string[], say: (line: string
     else rmSync(policy, { force: true });
   }
 }
+
+/** The upstream part of a Debian version: `5:7.0.15-1~deb12u10` → `7.0.15`. */
+export function upstreamVersion(debian: string): string {
+  return debian.replace(/^\d+:/, '').replace(/-[^-]*$/, '');
+}
