@@ -31,9 +31,9 @@ export function encodeHeaders(headers: Readonly<Headers>): string {
 }
 
 /**
- * Reads one entry. An entry without an id or with headers that are not a
- * JSON object of strings throws a {@link MalformedEntryError}; a missing
- * body reads as empty.
+ * Reads one entry. An entry without an id, with an empty id, or with
+ * headers that are not a JSON object of strings throws a
+ * {@link MalformedEntryError}; a missing body reads as empty.
  */
 export function decodeEntry(raw: RawEntry): StreamEntry {
   const entryId = raw[0].toString();
@@ -51,6 +51,7 @@ export function decodeEntry(raw: RawEntry): StreamEntry {
     else if (name === 'c') inherited = Number(value.toString()) || 0;
   }
   if (id === undefined) throw new MalformedEntryError(`stream entry ${entryId} has no message id (field i): not written by redeliver`);
+  if (id === '') throw new MalformedEntryError(`stream entry ${entryId} has an empty message id (field i): not written by redeliver`);
   return { entryId, id, body, headers: decodeHeaders(headers, entryId), inherited };
 }
 
@@ -75,10 +76,11 @@ function decodeHeaders(text: string | undefined, entryId: string): Headers {
 
 /**
  * Reads an entry a consumer was handed, without throwing: an entry not
- * written by redeliver (no id, headers that are not a JSON object of
- * strings) is delivered with its stream id as its id and no headers, so the
- * endpoint settles it like any other message (usually to its error queue)
- * instead of the consumer stalling on it. `problem` says what was wrong.
+ * written by redeliver (no id or an empty one, headers that are not a JSON
+ * object of strings) is delivered with its stream id as its id, whatever
+ * its field `i` holds, and no headers, so the endpoint settles it like any
+ * other message (usually to its error queue) instead of the consumer
+ * stalling on it. `problem` says what was wrong.
  */
 export function decodeDelivered(raw: RawEntry): { entry: StreamEntry; problem?: string } {
   try {
@@ -87,12 +89,9 @@ export function decodeDelivered(raw: RawEntry): { entry: StreamEntry; problem?: 
     const entryId = raw[0].toString();
     const fields = raw[1] ?? [];
     let body: Uint8Array = new Uint8Array(0);
-    let id = entryId;
     for (let i = 0; i + 1 < fields.length; i += 2) {
-      const name = fields[i]!.toString();
-      if (name === 'b') body = Buffer.from(fields[i + 1]!);
-      else if (name === 'i') id = fields[i + 1]!.toString();
+      if (fields[i]!.toString() === 'b') body = Buffer.from(fields[i + 1]!);
     }
-    return { entry: { entryId, id, body, headers: {}, inherited: 0 }, problem: (error as Error).message };
+    return { entry: { entryId, id: entryId, body, headers: {}, inherited: 0 }, problem: (error as Error).message };
   }
 }
