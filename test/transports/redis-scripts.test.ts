@@ -1,0 +1,74 @@
+/**
+ * The Redis transport's scripts on the shared server, run directly on
+ * streams a test sets up (idle times set with `XCLAIM … IDLE`, never
+ * waited for), each test under a key prefix of its own.
+ */
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GROUP, type QueueKeys } from '../../src/transports/redis/keys.js';
+import { CLAIM, CLAIM_SKIP_LIMIT } from '../../src/transports/redis/scripts/claim.js';
+import type { ScriptRunner } from '../../src/transports/redis/scripts/runner.js';
+import { redisSkipReason } from '../support/brokers.js';
+import { redisScratch, type RedisScratch } from '../support/redis-scratch.js';
+
+const skip = await redisSkipReason();
+
+describe.skipIf(Boolean(skip))('the Redis transport scripts', () => {
+  let scratch: RedisScratch;
+  let client: Redis;
+  let scripts: ScriptRunner;
+  let keys: QueueKeys;
+
+  const open = (label: string) => {
+    scratch = redisScratch(label);
+    client = scratch.client();
+    scripts = scratch.scripts();
+    keys = scratch.keys.of('q');
+  };
+
+  afterEach(async () => {
+    await scratch.cleanup();
+  });
+
+  /** Adds `count` entries and hands them all to `consumer`; resolves their stream ids, oldest first. */
+  async function held(count: number, consumer: string): Promise<string[]> {
+    await client.xgroup('CREATE', keys.stream, GROUP, '0', 'MKSTREAM');
+    const adds = client.pipeline();
+    for (let i = 0; i < count; i++) adds.xadd(keys.stream, '*', 'i', `m-${i}`, 'h', '{}', 'b', String(i));
+    const ids = (await adds.exec())!.map(([, id]) => id as string);
+    await client.xreadgroup('GROUP', GROUP, consumer, 'COUNT', count, 'STREAMS', keys.stream, '>');
+    return ids;
+  }
+
+  /** Makes `ids` look idle for `ms` without waiting. */
+  const idleFor = (consumer: string, ms: number, ids: string[]) => client.xclaim(keys.stream, GROUP, consumer, 0, ...ids, 'IDLE', ms, 'JUSTID');
+
+  it('a takeover pages past extended leases to the abandoned entries behind them', async () => {
+    open('claim-page');
+    const ids = await held(352, 'crashed');
+    await idleFor('crashed', 60_000, ids);
+    // The 350 oldest (more than one page) were extended far into the future; the two newest were abandoned.
+    const until = Date.now() + 3_600_000;
+    await client.hset(keys.leases, Object.fromEntries(ids.slice(0, 350).map((id) => [id, until])));
+    const taken = (await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'taker', 1_000, 2])) as [Buffer, unknown, number][];
+    expect(taken.map(([id]) => id.toString())).toEqual(ids.slice(350));
+    expect(taken.map(([, , count]) => count)).toEqual([2, 2]);
+  });
+
+  it('a takeover stops after skipping CLAIM_SKIP_LIMIT extended leases', async () => {
+    open('claim-bound');
+    const ids = await held(CLAIM_SKIP_LIMIT + 1, 'crashed');
+    await idleFor('crashed', 60_000, ids);
+    await client.hset(keys.leases, Object.fromEntries(ids.slice(0, CLAIM_SKIP_LIMIT).map((id) => [id, Date.now() + 3_600_000])));
+    expect(await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'taker', 1_000, 1])).toEqual([]);
+  });
+
+  it('a takeover takes no more than it has room for, oldest first', async () => {
+    open('claim-room');
+    const ids = await held(5, 'crashed');
+    await idleFor('crashed', 60_000, ids);
+    await client.hset(keys.leases, ids[0]!, Date.now() + 3_600_000);
+    const taken = (await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'taker', 1_000, 2])) as [Buffer, unknown, number][];
+    expect(taken.map(([id]) => id.toString())).toEqual(ids.slice(1, 3));
+  });
+});
