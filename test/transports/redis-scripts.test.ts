@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GROUP, type QueueKeys } from '../../src/transports/redis/keys.js';
 import { CLAIM, CLAIM_SKIP_LIMIT } from '../../src/transports/redis/scripts/claim.js';
 import type { ScriptRunner } from '../../src/transports/redis/scripts/runner.js';
+import { Settler } from '../../src/transports/redis/settler.js';
 import { redisSkipReason } from '../support/brokers.js';
 import { redisScratch, type RedisScratch } from '../support/redis-scratch.js';
 
@@ -70,5 +71,28 @@ describe.skipIf(Boolean(skip))('the Redis transport scripts', () => {
     await client.hset(keys.leases, ids[0]!, Date.now() + 3_600_000);
     const taken = (await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'taker', 1_000, 2])) as [Buffer, unknown, number][];
     expect(taken.map(([id]) => id.toString())).toEqual(ids.slice(1, 3));
+  });
+
+  it('a settlement run twice (sent again after a connection cut) answers done both times and makes one copy', async () => {
+    open('settle-twice');
+    const [ackId, retryId] = await held(2, 'a');
+    const settler = new Settler(scripts, scratch.keys, 'q', 'a');
+    const ack = { kind: 'a', entryId: ackId!, count: 1 } as const;
+    const retry = { kind: 'r', entryId: retryId!, count: 1, delayMs: 60_000, headers: '{}' } as const;
+    expect(await Promise.all([settler.settle(ack), settler.settle(retry)])).toEqual([1, 1]);
+    expect(await Promise.all([settler.settle(ack), settler.settle(retry)])).toEqual([1, 1]);
+    expect(await client.xlen(keys.stream)).toBe(0);
+    expect(await client.zcard(keys.delayed)).toBe(1);
+  });
+
+  it('a settlement of an entry another consumer settled, or of another delivery of it, is still gone', async () => {
+    open('settle-other');
+    const [id] = await held(1, 'a');
+    await idleFor('a', 60_000, [id!]);
+    const taken = (await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'b', 1_000, 1])) as unknown[];
+    expect(taken).toHaveLength(1);
+    expect(await new Settler(scripts, scratch.keys, 'q', 'b').settle({ kind: 'a', entryId: id!, count: 2 })).toBe(1);
+    expect(await new Settler(scripts, scratch.keys, 'q', 'a').settle({ kind: 'a', entryId: id!, count: 1 })).toBe(0);
+    expect(await new Settler(scripts, scratch.keys, 'q', 'a').settle({ kind: 'a', entryId: id!, count: 2 })).toBe(0);
   });
 });

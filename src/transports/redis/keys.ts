@@ -12,11 +12,17 @@
  * - `{p}:dm:<q>` the hash holding each delayed retry's fields (`<token>:i`, `:h`, `:b`);
  * - `{p}:l:<q>`  the hash of leases extended past the consumer's `leaseMs` (entry id → until);
  * - `{p}:queues` the hash of every queue the prefix knows: name → `work` or `error`;
- * - `{p}:seq`    a counter that names delayed retries.
+ * - `{p}:seq`    a counter that names delayed retries;
+ * - `{p}:s:<entry id>:<count>:<q>` the record of one settlement that took
+ *   effect (its consumer), kept {@link SETTLED_RECORD_MS} so the same
+ *   settlement sent again finds itself done.
  */
 
 /** The consumer group every consumer of a queue joins: they compete for its entries. */
 export const GROUP = 'redeliver';
+
+/** How long the record of a settlement that took effect is kept: a repeat within it answers done. */
+export const SETTLED_RECORD_MS = 300_000;
 
 /** The kind of a queue, as `{p}:queues` records it. */
 export type RedisQueueKind = 'work' | 'error';
@@ -49,6 +55,11 @@ export class RedisKeys {
   /** The stream of `queue`. */
   stream(queue: string): string {
     return `${this.#tag}:q:${queue}`;
+  }
+
+  /** The record of the settlement of `queue`'s entry `entryId` delivered with pending count `count`. */
+  settlement(queue: string, entryId: string, count: number): string {
+    return `${this.#tag}:s:${entryId}:${count}:${queue}`;
   }
 
   /** Every key of `queue`. */

@@ -1,5 +1,5 @@
 import type { RedisKeys, QueueKeys } from './keys.js';
-import { GROUP } from './keys.js';
+import { GROUP, SETTLED_RECORD_MS } from './keys.js';
 import type { ScriptRunner } from './scripts/runner.js';
 import { SETTLE, SETTLE_ACKS } from './scripts/settle.js';
 
@@ -10,7 +10,7 @@ export type SettleOp =
   | { readonly kind: 'd'; readonly entryId: string; readonly count: number; readonly errorQueue: string; readonly headers: string }
   | { readonly kind: 'l'; readonly entryId: string; readonly count: number; readonly inherit: number };
 
-/** What the server did with one settlement: 1 done, 0 gone, or its error text. */
+/** What the server did with one settlement: 1 done (now, or by this consumer before), 0 gone, or its error text. */
 export type SettleResult = 1 | 0 | string;
 
 /** The most settlements one script call carries. */
@@ -37,7 +37,7 @@ export class Settler {
   constructor(
     private readonly scripts: ScriptRunner,
     private readonly redisKeys: RedisKeys,
-    queue: string,
+    private readonly queue: string,
     private readonly consumer: string,
   ) {
     this.#keys = redisKeys.of(queue);
@@ -76,14 +76,16 @@ export class Settler {
     const k = this.#keys;
     const keys = [k.stream, k.delayed, k.delayedData, k.leases, this.redisKeys.queues, this.redisKeys.seq];
     const errorKeyIndex = new Map<string, number>();
-    const args: (string | number)[] = [GROUP, this.consumer];
+    const args: (string | number)[] = [GROUP, this.consumer, SETTLED_RECORD_MS];
     for (const { op } of batch) {
+      keys.push(this.redisKeys.settlement(this.queue, op.entryId, op.count));
+      const record = keys.length;
       switch (op.kind) {
         case 'a':
-          args.push('a', op.entryId, op.count, '', '', '');
+          args.push('a', op.entryId, op.count, record, '', '', '');
           break;
         case 'r':
-          args.push('r', op.entryId, op.count, Math.max(0, Math.ceil(op.delayMs)), op.headers, '');
+          args.push('r', op.entryId, op.count, record, Math.max(0, Math.ceil(op.delayMs)), op.headers, '');
           break;
         case 'd': {
           let index = errorKeyIndex.get(op.errorQueue);
@@ -92,11 +94,11 @@ export class Settler {
             index = keys.length;
             errorKeyIndex.set(op.errorQueue, index);
           }
-          args.push('d', op.entryId, op.count, index, op.headers, op.errorQueue);
+          args.push('d', op.entryId, op.count, record, index, op.headers, op.errorQueue);
           break;
         }
         case 'l':
-          args.push('l', op.entryId, op.count, op.inherit, '', '');
+          args.push('l', op.entryId, op.count, record, op.inherit, '', '');
           break;
       }
     }

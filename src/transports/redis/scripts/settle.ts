@@ -3,11 +3,11 @@ import { SERVER_NOW } from './server-time.js';
 import type { Script } from './runner.js';
 
 /** How many ARGV slots one settlement takes in {@link SETTLE}. */
-export const SETTLE_SLOTS = 6;
+export const SETTLE_SLOTS = 7;
 
 /** The script's body, shared by both variants below. */
 const BODY = `${HOLD}
-local group, consumer = ARGV[1], ARGV[2]
+local group, consumer, recordMs = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now
 local results = {}
 local function fields(id)
@@ -17,8 +17,8 @@ local function fields(id)
   for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
   return f
 end
-for s = 3, #ARGV, ${SETTLE_SLOTS} do
-  local kind, id, count = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 2])
+for s = 4, #ARGV, ${SETTLE_SLOTS} do
+  local kind, id, count, record = ARGV[s], ARGV[s + 1], tonumber(ARGV[s + 2]), KEYS[tonumber(ARGV[s + 3])]
   local result = 0
   local held = redis.pcall('XPENDING', KEYS[1], group, id, id, 1)
   if type(held) == 'table' and held.err == nil and #held == 1 and held[1][2] == consumer and tonumber(held[1][4]) == count then
@@ -27,27 +27,27 @@ for s = 3, #ARGV, ${SETTLE_SLOTS} do
     local copied = true
     if kind == 'r' then
       if f == nil then copied = false else
-        local delay = tonumber(ARGV[s + 3])
+        local delay = tonumber(ARGV[s + 4])
         local written
         if delay <= 0 then
-          written = redis.pcall('XADD', KEYS[1], '*', 'i', f['i'] or id, 'h', ARGV[s + 4], 'b', f['b'] or '')
+          written = redis.pcall('XADD', KEYS[1], '*', 'i', f['i'] or id, 'h', ARGV[s + 5], 'b', f['b'] or '')
         else
           if now == nil then
             ${SERVER_NOW.replace('local now = ', 'now = ')}
           end
-          written = hold(KEYS[6], KEYS[3], KEYS[2], now + delay, f['i'] or id, ARGV[s + 4], f['b'] or '')
+          written = hold(KEYS[6], KEYS[3], KEYS[2], now + delay, f['i'] or id, ARGV[s + 5], f['b'] or '')
         end
         if type(written) == 'table' and written.err then result = written.err; copied = false end
       end
     elseif kind == 'd' then
       if f == nil then copied = false else
-        local written = redis.pcall('XADD', KEYS[tonumber(ARGV[s + 3])], '*', 'i', f['i'] or id, 'h', ARGV[s + 4], 'b', f['b'] or '')
+        local written = redis.pcall('XADD', KEYS[tonumber(ARGV[s + 4])], '*', 'i', f['i'] or id, 'h', ARGV[s + 5], 'b', f['b'] or '')
         if type(written) == 'table' and written.err then result = written.err; copied = false
-        else redis.call('HSET', KEYS[5], ARGV[s + 5], 'error') end
+        else redis.call('HSET', KEYS[5], ARGV[s + 6], 'error') end
       end
     elseif kind == 'l' then
       if f == nil then copied = false else
-        local inherited = (tonumber(f['c']) or 0) + tonumber(ARGV[s + 3])
+        local inherited = (tonumber(f['c']) or 0) + tonumber(ARGV[s + 4])
         local written = redis.pcall('XADD', KEYS[1], '*', 'i', f['i'] or id, 'h', f['h'] or '{}', 'b', f['b'] or '', 'c', inherited)
         if type(written) == 'table' and written.err then result = written.err; copied = false end
       end
@@ -56,12 +56,16 @@ for s = 3, #ARGV, ${SETTLE_SLOTS} do
       redis.call('XACK', KEYS[1], group, id)
       redis.call('XDEL', KEYS[1], id)
       redis.call('HDEL', KEYS[4], id)
+      redis.call('SET', record, consumer, 'PX', recordMs)
       result = 1
     elseif result == 0 then
       -- Held, but the entry was deleted from the stream meanwhile (an operator's purge): nothing to copy.
       redis.call('XACK', KEYS[1], group, id)
       redis.call('HDEL', KEYS[4], id)
     end
+  elseif redis.call('GET', record) == consumer then
+    -- Done by this consumer already: this is the same settlement sent again (its reply was lost).
+    result = 1
   end
   results[#results + 1] = result
 end
@@ -78,14 +82,22 @@ return results`;
  * Each copy is written first, and the entry is acked and deleted only once
  * the copy is written, so an error halfway leaves the original in place.
  *
- * KEYS: stream, delayed, delayed data, leases, queues, seq, then the error
- * streams the dead-letters name. ARGV: group, consumer, then 6 slots per
- * settlement: kind (`a`, `r`, `d`, `l`), entry id, delivery count, and
+ * A settlement that takes effect leaves a record (its key names the entry
+ * and delivery count, its value the consumer) for `record ms`: the same
+ * settlement run again, as ioredis does with a command whose reply a
+ * connection cut lost, finds the record and answers done instead of gone.
+ *
+ * KEYS: stream, delayed, delayed data, leases, queues, seq, then the record
+ * key of each settlement and the error streams the dead-letters name.
+ * ARGV: group, consumer, record ms, then 7 slots per settlement: kind
+ * (`a`, `r`, `d`, `l`), entry id, delivery count, KEYS index of its record,
+ * and
  * - `r`: delay ms, headers JSON;
  * - `d`: KEYS index of the error stream, headers JSON, error queue name;
  * - `l`: deliveries the copy inherits on top of its own.
- * Replies one result per settlement: 1 done, 0 gone (not held by this
- * consumer with that count, or the entry was deleted), or an error text.
+ * Replies one result per settlement: 1 done (now, or by this consumer
+ * before), 0 gone (not held by this consumer with that count, or the entry
+ * was deleted), or an error text.
  */
 export const SETTLE: Script = {
   name: 'settle',
