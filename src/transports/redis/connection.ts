@@ -92,3 +92,22 @@ export function serverWarnings(settings: ServerSettings): string[] {
   }
   return warnings;
 }
+
+/**
+ * Waits for `work`, but only while every one of `clients` is connected:
+ * resolves once `work` settles, or as soon as one of them is not ready (now
+ * or later). A command of a client that cannot reach its server waits in
+ * ioredis's queue until the server is back, so pausing or closing waits for
+ * it only while it can be answered.
+ */
+export function whileReachable(clients: readonly Redis[], work: Promise<unknown>): Promise<void> {
+  if (clients.some((client) => client.status !== 'ready')) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      for (const client of clients) client.off('close', done);
+      resolve();
+    };
+    for (const client of clients) client.on('close', done);
+    work.then(done, done);
+  });
+}

@@ -6,6 +6,7 @@ import type { Clock } from '../../time/clock.js';
 import type { Random } from '../../time/random.js';
 import type { DeliveryListener, Subscription } from '../../transport/types.js';
 import { decodeDelivered, type RawEntry } from './codec.js';
+import { whileReachable } from './connection.js';
 import { RedisDelivery, type DeliveryOwner } from './delivery.js';
 import { GROUP, type QueueKeys } from './keys.js';
 import type { ScriptRunner } from './scripts/runner.js';
@@ -94,11 +95,16 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#loop = this.#run();
   }
 
+  /**
+   * Stops handing out entries; resolves once the read or takeover under
+   * way has returned, or at once while the server cannot be reached (what
+   * such a read returns later is given back uncounted).
+   */
   async pause(): Promise<void> {
     if (this.#state !== RUNNING) return;
     this.#state = PAUSED;
     this.#kick();
-    await this.#busy.catch(() => undefined);
+    await whileReachable([this.#s.client, this.#s.blocking], this.#busy);
   }
 
   async resume(): Promise<void> {
@@ -113,13 +119,17 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#kick();
   }
 
-  /** Stops reading; deliveries handed out stay held and may still be settled. */
+  /**
+   * Stops reading; deliveries handed out stay held and may still be
+   * settled. While the server cannot be reached it does not wait for the
+   * read under way: closing the consumer's connection ends it.
+   */
   async close(): Promise<void> {
     if (this.#state === CLOSED) return;
     this.#state = CLOSED;
     this.#cancelWake();
     this.#kick();
-    await this.#loop;
+    await whileReachable([this.#s.client, this.#s.blocking], this.#loop);
     this.#s.onClosed(this);
     this.#s.blocking.disconnect();
   }

@@ -11,7 +11,7 @@ import type {
   TransportCapabilities,
 } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
-import { openClient, readServerSettings, serverWarnings, type ServerSettings } from './connection.js';
+import { openClient, readServerSettings, serverWarnings, whileReachable, type ServerSettings } from './connection.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
 import { GROUP, RedisKeys } from './keys.js';
 import { RedisOperations } from './operations.js';
@@ -170,19 +170,26 @@ export class RedisTransport implements Transport {
    * leaves the groups of the queues it consumed where it holds nothing, and
    * closes the transport's own connections (never a client passed in).
    * Deliveries still unsettled come back to other consumers after their lease.
+   * While the server cannot be reached it waits for none of this: its
+   * connections are closed at once, and settlements not answered reject.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
     await Promise.all(subs.map((sub) => sub.close()));
-    await Promise.all([...this.#settlers.values()].map((settler) => settler.idle()));
-    await Promise.all(
-      [...this.#settlers.keys()].map((queue) =>
-        this.scripts.run(FORGET_CONSUMER, [this.keys.stream(queue)], [GROUP, this.#options.consumerName]).catch(() => undefined),
+    await whileReachable([this.client], Promise.all([...this.#settlers.values()].map((settler) => settler.idle())));
+    await whileReachable(
+      [this.client],
+      Promise.all(
+        [...this.#settlers.keys()].map((queue) =>
+          this.scripts.run(FORGET_CONSUMER, [this.keys.stream(queue)], [GROUP, this.#options.consumerName]).catch(() => undefined),
+        ),
       ),
     );
-    if (this.#ownsClient) await this.client.quit().catch(() => this.client.disconnect());
+    if (!this.#ownsClient) return;
+    if (this.client.status === 'ready') await this.client.quit().catch(() => this.client.disconnect());
+    else this.client.disconnect();
   }
 
   /** See {@link classifyRedisSendError}. */
