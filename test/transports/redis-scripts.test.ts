@@ -95,4 +95,17 @@ describe.skipIf(Boolean(skip))('the Redis transport scripts', () => {
     expect(await new Settler(scripts, scratch.keys, 'q', 'a').settle({ kind: 'a', entryId: id!, count: 1 })).toBe(0);
     expect(await new Settler(scripts, scratch.keys, 'q', 'a').settle({ kind: 'a', entryId: id!, count: 2 })).toBe(0);
   });
+
+  it('a takeover removes from the group the consumers idle for ten leases that hold nothing', async () => {
+    open('claim-forget');
+    const [heldId] = await held(1, 'holder');
+    await client.hset(keys.leases, heldId!, Date.now() + 3_600_000);
+    await client.xgroup('CREATECONSUMER', keys.stream, GROUP, 'crashed');
+    await new Promise((r) => setTimeout(r, 100));
+    // A lease of 5 ms: 'crashed' and 'holder' were idle for over ten of them.
+    await scripts.run(CLAIM, [keys.stream, keys.leases], [GROUP, 'taker', 5, 1]);
+    const names = ((await client.xinfo('CONSUMERS', keys.stream, GROUP)) as unknown[][]).map((c) => String(c[1]));
+    expect(names).toContain('holder');
+    expect(names).not.toContain('crashed');
+  });
 });

@@ -9,6 +9,9 @@ import type { Script } from './runner.js';
  */
 export const CLAIM_SKIP_LIMIT = 1_000;
 
+/** How many leases a consumer that holds nothing may stay idle before a takeover removes it from the group. */
+export const FORGET_AFTER_LEASES = 10;
+
 /** The fewest pending entries one page of a takeover reads. */
 const CLAIM_PAGE = 100;
 
@@ -18,7 +21,10 @@ const CLAIM_PAGE = 100;
  * entries list past the extended ones until it has taken the most it may
  * or skipped {@link CLAIM_SKIP_LIMIT} entries, so abandoned entries behind
  * many extended leases are still taken over. Entries deleted from the
- * stream meanwhile are acked away.
+ * stream meanwhile are acked away. Consumers other than this one that hold
+ * nothing and were idle for {@link FORGET_AFTER_LEASES} leases (processes
+ * that crashed, whose entries were taken over) are removed from the group;
+ * one that was only quiet is added again by its next read.
  *
  * KEYS: stream, leases. ARGV: group, consumer, leaseMs, the most to take.
  * Replies `{entry id, fields, delivery count}` for each entry taken.
@@ -52,6 +58,13 @@ while #taken < room and skipped < ${CLAIM_SKIP_LIMIT} do
     start = '(' .. id
   end
   if #stale < page then break end
+end
+for _, fields in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], group)) do
+  local c = {}
+  for i = 1, #fields, 2 do c[fields[i]] = fields[i + 1] end
+  if c['name'] ~= consumer and tonumber(c['pending']) == 0 and tonumber(c['idle']) > lease * ${FORGET_AFTER_LEASES} then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], group, c['name'])
+  end
 end
 return taken`,
 };
