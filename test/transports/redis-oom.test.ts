@@ -55,7 +55,7 @@ describe.skipIf(Boolean(skip))('the Redis transport over maxmemory', () => {
         expect(await admin.xlen('{oom}:q:q')).toBe(16);
         const sendRefused = await t.send('q', { id: 'late', body: text('x'), headers: {} }).then(() => undefined, (e: unknown) => e);
         expect(t.classifySendError(sendRefused)).toBe('throttled');
-        // Failing settlements one after another while the server refuses writes: each frees a slot and wakes the consumer early.
+        // Failing settlements one after another while the server refuses writes: each keeps its slot, the entry still held.
         for (const d of got.slice(5, 20)) {
           await d.deadLetter('q.error', {}).catch(() => undefined);
           await sleep(30);

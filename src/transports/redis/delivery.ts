@@ -13,6 +13,12 @@ export interface DeliveryOwner {
   extend(entryId: string, count: number, ms: number): Promise<boolean>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
+  /**
+   * A settlement failed and the entry is still held, so the delivery keeps
+   * counting against the prefetch; `free` ends that once the entry's lease
+   * runs out (it can then be taken over, by this consumer too).
+   */
+  heldAfterFailure(free: () => void): void;
 }
 
 const HELD = 0;
@@ -31,6 +37,7 @@ export class RedisDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
   #state = HELD;
   #counted = false;
+  #leaseWatched = false;
 
   constructor(
     owner: DeliveryOwner,
@@ -90,9 +97,10 @@ export class RedisDelivery implements Delivery {
 
   /**
    * Settles at most once. A settlement that took effect, or that found the
-   * delivery gone, is final; one that failed otherwise (the connection
-   * dropped, the server was out of memory) leaves the delivery held, so it
-   * can be settled again.
+   * delivery gone, is final and frees the prefetch slot; one that failed
+   * otherwise (the connection dropped, the server was out of memory) leaves
+   * the delivery held, so it can be settled again, and its slot taken until
+   * the entry's lease runs out.
    */
   #settle(build: () => SettleOp): Promise<void> {
     if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
@@ -105,24 +113,31 @@ export class RedisDelivery implements Delivery {
     this.#state = SETTLING;
     return this.#owner.settle(op).then(
       (result) => {
-        this.#release();
         if (result === 1) {
           this.#state = SETTLED;
+          this.#release();
           return;
         }
         if (result === 0) {
           this.#state = SETTLED;
+          this.#release();
           throw new DeliveryGoneError(ACTIONS[op.kind], this.id, this.queue);
         }
-        this.#state = HELD;
+        this.#stillHeld();
         throw new SettlementRefusedError(ACTIONS[op.kind], this.id, result);
       },
       (error: unknown) => {
-        this.#state = HELD;
-        this.#release();
+        this.#stillHeld();
         throw error;
       },
     );
+  }
+
+  #stillHeld(): void {
+    this.#state = HELD;
+    if (this.#leaseWatched) return;
+    this.#leaseWatched = true;
+    this.#owner.heldAfterFailure(() => this.#release());
   }
 
   #release(): void {

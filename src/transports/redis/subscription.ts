@@ -84,6 +84,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #wake: AbortController | undefined;
   #wakeAt = Infinity;
   #failures = 0;
+  /** Aborted on close: ends the waits for the leases of entries whose settlement failed. */
+  readonly #closing = new AbortController();
   /** When the current wait after a failure ends (monotonic). */
   #retryAt = 0;
   readonly #loop: Promise<void>;
@@ -127,6 +129,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   async close(): Promise<void> {
     if (this.#state === CLOSED) return;
     this.#state = CLOSED;
+    this.#closing.abort();
     this.#cancelWake();
     this.#kick();
     await whileReachable([this.#s.client, this.#s.blocking], this.#loop);
@@ -159,6 +162,10 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   settled(): void {
     this.#outstanding--;
     this.#kick();
+  }
+
+  heldAfterFailure(free: () => void): void {
+    this.#s.clock.sleep(this.#s.leaseMs, this.#closing.signal).then(free, () => undefined);
   }
 
   /** A retry or delayed send on this queue becomes due at monotonic time `at`: wake up then if that is sooner than planned. */
