@@ -5,10 +5,11 @@
  * at the end hold only its own messages.
  */
 import amqp from 'amqplib';
+import { join } from 'node:path';
 import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import { browseErrorIds } from './error-ids.js';
+import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link RabbitMqFaultAdapter}. */
@@ -57,7 +58,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     await this.#cluster?.stop();
   }
 
-  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+  async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
     const queue = label;
     const errorQueue = `${label}.error`;
     const topologyPrefix = `${label}.t`;
@@ -103,7 +104,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         for (const level of levels) sum += await peek.depth(level);
         return sum;
       },
-      errorIds: () => browseErrorIds(harness, errorQueue),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: () => this.#drainIds([queue, ...levels]),
       cleanup: async () => {
         await peek.close();

@@ -27,7 +27,11 @@ export interface Scope extends ScopeNames {
   errorCount(): Promise<number>;
   /** Messages waiting for a delayed retry now. */
   delayedCount(): Promise<number>;
-  /** Message ids in the error queue, read without removing them. */
+  /**
+   * Message ids in the error queue, read the way an operator reads it: ingested into an
+   * error store under the scope's directory (see error-ids.ts). Empties the error queue:
+   * read once every worker has stopped.
+   */
   errorIds(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
   pendingIds(): Promise<string[]>;
