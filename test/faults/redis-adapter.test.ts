@@ -4,6 +4,9 @@
  * read is checked here against keys written in the transport's layout.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisNodeSkipReason } from '../support/redis-node.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
@@ -14,6 +17,7 @@ const message = (id: string) => ({ id, body: new Uint8Array([1, 2]), headers: { 
 
 describe.skipIf(Boolean(redisNodeSkipReason()))('RedisFaultAdapter', () => {
   const adapter = new RedisFaultAdapter();
+  const dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-adapter-'));
   let scope: Scope;
   let label: string;
 
@@ -21,11 +25,14 @@ describe.skipIf(Boolean(redisNodeSkipReason()))('RedisFaultAdapter', () => {
     await adapter.start();
   });
 
-  afterAll(() => adapter.stop(), 30_000);
+  afterAll(async () => {
+    await adapter.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
 
-  it('reads pending ids from the work stream and the delayed retries, error ids through the transport', async () => {
+  it('reads pending ids from the work stream and the delayed retries, error ids ingested through the transport', async () => {
     label = `t${randomUUID().slice(0, 8)}`;
-    scope = await adapter.scope(label);
+    scope = await adapter.scope(label, dir);
     const producer = openSpec(scope.spec('producer'));
     try {
       for (const id of ['m-1', 'm-2', 'm-3']) await producer.send(scope.queue, message(id));

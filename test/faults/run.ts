@@ -91,7 +91,10 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
         context.note(`error queue unreadable: ${error.message}`);
         return [];
       }),
-      pending: await scope.pendingIds(),
+      pending: await scope.pendingIds().catch((error: Error) => {
+        context.note(`pending messages unreadable: ${error.message}`);
+        return [];
+      }),
     });
     return row(scenario, adapter, result, recoverySeconds, context);
   } finally {
@@ -104,7 +107,9 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
 /**
  * Waits for the run to drain; resolves the seconds since the last fault, or
  * null when it did not drain in time or stalled (no message handled or
- * dead-lettered for `stallMs`).
+ * dead-lettered for `stallMs`). By default drained means every confirmed id
+ * handled, in the error queue, or set aside for an operator by design (see
+ * `Scope.parkedCount`).
  */
 async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number, stallMs: number): Promise<number | null> {
   const confirmed = new Set(context.confirmed());
@@ -113,7 +118,9 @@ async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: nu
     (async (c: ScenarioContext, ids: ReadonlySet<string>) => {
       const handled = new Set(c.handled());
       const open = [...ids].filter((id) => !handled.has(id)).length;
-      return open === 0 || open <= (await c.scope.errorCount().catch(() => -1));
+      if (open === 0) return true;
+      const parked = (await c.scope.parkedCount?.().catch(() => -1)) ?? 0;
+      return open <= (await c.scope.errorCount().catch(() => -1)) + parked;
     });
   let progress = -1;
   let progressAt = Date.now();

@@ -3,6 +3,12 @@
  * error-queue copy is published on the confirm channel and confirmed before
  * the original is acked: a crash between the two leaves the message twice
  * (counted as `duplicateWindow`), never zero times.
+ *
+ * A delivery whose consumer the broker cancelled (its queue was deleted) is
+ * an orphan: its original went with the queue, unacked or not, and is never
+ * delivered again, so it is settled by copy alone. A retry or error-queue
+ * copy is still published, an ack has nothing left to do, and a release
+ * publishes the message back to its queue (declared again).
  */
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { Delivery, Headers } from '../../transport/types.js';
@@ -28,6 +34,10 @@ export interface DeliveryOwner {
   recordDuplicate(delivery: RabbitMqDelivery, kind: 'retry' | 'deadLetter'): void;
   /** Whether the channel the delivery arrived on has closed. */
   isStale(delivery: RabbitMqDelivery): boolean;
+  /** Whether the broker cancelled the consumer the delivery arrived on (its queue was deleted): the original is gone. */
+  isOrphaned(delivery: RabbitMqDelivery): boolean;
+  /** Publishes an orphaned delivery back to its queue (declared again) and resolves once confirmed. */
+  publishBack(delivery: RabbitMqDelivery): Promise<void>;
 }
 
 type SettleState = 'open' | 'settling' | 'settled';
@@ -80,12 +90,29 @@ export class RabbitMqDelivery implements Delivery {
 
   async ack(): Promise<void> {
     this.#claim();
+    if (this.owner.isOrphaned(this)) {
+      // The original went with its queue: nothing is left to ack.
+      this.#state = 'settled';
+      return;
+    }
     this.#settleOnChannel('ack');
   }
 
   async release(): Promise<void> {
     this.#claim();
+    if (this.owner.isOrphaned(this)) return this.#publishBack();
     this.#settleOnChannel('requeue');
+  }
+
+  /** Releases an orphan: its original went with its queue, so the message is published back to the queue instead. */
+  async #publishBack(): Promise<void> {
+    try {
+      await this.owner.publishBack(this);
+    } catch (error) {
+      this.#state = 'open';
+      throw error;
+    }
+    this.#state = 'settled';
   }
 
   async retryLater(delayMs: number, headers: Headers): Promise<void> {
@@ -111,7 +138,8 @@ export class RabbitMqDelivery implements Delivery {
     try {
       await publish();
     } catch (error) {
-      if (!(error instanceof StaleDeliveryError) && this.owner.isStale(this)) {
+      // An orphan's original is gone, not redelivered: it stays open, to be settled again.
+      if (!(error instanceof StaleDeliveryError) && this.owner.isStale(this) && !this.owner.isOrphaned(this)) {
         // The connection went down under the publish: the original comes back by redelivery.
         this.#state = 'settled';
         throw new StaleDeliveryError(
@@ -127,11 +155,18 @@ export class RabbitMqDelivery implements Delivery {
       throw error;
     }
     await this.owner.afterCopyConfirmed(this, kind);
+    if (this.owner.isOrphaned(this)) {
+      // The original went with its queue: the confirmed copy is the message now.
+      this.#state = 'settled';
+      return;
+    }
     try {
       // Written at once, not coalesced: the window between copy and ack stays as short as it can be.
       this.#settleOnChannel('ackNow');
     } catch (error) {
       if (error instanceof StaleDeliveryError) {
+        // Orphaned between the check above and the ack: the confirmed copy is the message now.
+        if (this.owner.isOrphaned(this)) return;
         this.owner.recordDuplicate(this, kind);
         throw new StaleDeliveryError(
           `rabbitmq: the ${kind === 'retry' ? 'retry' : 'error-queue'} copy of message ${JSON.stringify(this.id)} was confirmed, ` +

@@ -4,7 +4,10 @@
  * connection loss the consumer is opened again on the next channel, and the
  * broker redelivers what was in flight. A consumer the broker cancels (its
  * queue was deleted) declares the queue again before it consumes again, and
- * every reopen after a failure waits out the `reconnect` backoff.
+ * every reopen after a failure waits out the `reconnect` backoff. What that
+ * consumer had received went with the queue and is never delivered again:
+ * its deliveries become orphans, settled by copy (see delivery.ts), and the
+ * messages it held but had not handed out are published back to the queue.
  */
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { DeliveryListener, Headers, Subscription } from '../../transport/types.js';
@@ -67,6 +70,8 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
   #prefetch: number;
   /** Whether the queue is a quorum queue, whose `x-delivery-count` the broker maintains. */
   #quorum = false;
+  /** Channels whose consumer the broker cancelled: their deliveries are orphans. */
+  readonly #orphaned = new WeakSet<Channel>();
 
   constructor(
     private readonly context: SubscriptionContext,
@@ -194,9 +199,11 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
         this.context.options.logger?.warn({ queue: this.queue }, 'rabbitmq: the broker cancelled the consumer; opening it again');
         this.context.emit('warning', { message: `the broker cancelled the consumer of '${this.queue}'`, queue: this.queue });
         this.#consumerTag = undefined;
-        // The queue was deleted: declare it again before consuming again.
+        // The queue was deleted, and with it every message this consumer had received: declare it again before consuming again.
         const session = this.context.connection.session;
         if (session) this.context.declarations.forgetQueue(session, this.queue);
+        this.#orphaned.add(channel);
+        for (const held of this.#held.splice(0)) void this.#publishHeldBack(held);
         void channel.close().catch(() => undefined);
       }
       return;
@@ -352,8 +359,36 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
     return this.#channel !== delivery.channel;
   }
 
+  isOrphaned(delivery: RabbitMqDelivery): boolean {
+    return this.#orphaned.has(delivery.channel);
+  }
+
+  async publishBack(delivery: RabbitMqDelivery): Promise<void> {
+    await this.context.publisher.publishCopy(
+      this.queue,
+      { id: delivery.id, body: delivery.body, headers: delivery.headers, properties: keptProperties(delivery.message.properties) },
+      'release of an orphaned delivery',
+    );
+  }
+
+  /** Publishes back to the queue a message held, not handed out, when the broker cancelled the consumer: its original is gone. */
+  async #publishHeldBack(message: ConsumeMessage): Promise<void> {
+    const headers = decodeHeaders(message.properties.headers).headers;
+    const messageId: unknown = message.properties.messageId;
+    const id = typeof messageId === 'string' && messageId.length > 0 ? messageId : deriveMessageId(message.content, headers);
+    try {
+      await this.context.publisher.publishCopy(this.queue, { id, body: message.content, headers, properties: keptProperties(message.properties) }, 'held message of a cancelled consumer');
+    } catch (error) {
+      this.context.options.logger?.error(
+        { err: error, queue: this.queue, messageId: id },
+        'rabbitmq: a message held when the broker cancelled the consumer could not be published back; its original went with the queue',
+      );
+    }
+  }
+
   #assertLive(delivery: RabbitMqDelivery): void {
-    if (this.#channel !== delivery.channel) {
+    // An orphan's original went with its queue: its copy is still published.
+    if (this.#channel !== delivery.channel && !this.#orphaned.has(delivery.channel)) {
       this.context.stats.staleSettlements++;
       throw new StaleDeliveryError(
         `rabbitmq: message ${JSON.stringify(delivery.id)} arrived on a channel that has closed; no copy was published, ` +

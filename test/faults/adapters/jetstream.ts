@@ -4,8 +4,8 @@
  * stream prefix, so the streams it reads at the end hold only its own
  * messages. Depths and pending ids are read off the server over the
  * adapter's own connection, not through the transport under test;
- * error-queue ids go through the transport's error-queue operations, as on
- * every transport.
+ * error-queue ids are ingested into an error store through the transport,
+ * as on every transport.
  *
  * On one server, each scenario's workers and producer connect through a TCP
  * proxy of the scenario's own: NATS 2.9 has no API that closes one client's
@@ -27,7 +27,7 @@ import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import { browseErrorIds } from './error-ids.js';
+import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link JetStreamFaultAdapter}. */
@@ -125,7 +125,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
       });
     }
     const spec = (role: string): TransportSpec => ({ kind: 'jetstream', servers, connectionName: `${label}-${role}`, prefix: label, replicas });
-    // The harness's own transport, for the error-queue operations: connected to the server itself, so no cut reaches it.
+    // The harness's own transport, to ingest the error queue: connected to the server itself, so no cut reaches it.
     const direct = this.cluster.url(CLIENT_NODE);
     const harness = openSpec({ kind: 'jetstream', servers: [direct], connectionName: `${label}-harness`, prefix: label, replicas });
     return {
@@ -137,7 +137,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
       spec,
       errorCount: () => this.#messages(error.stream),
       delayedCount: () => this.#messages(names.delayStream),
-      errorIds: () => browseErrorIds(harness, errorQueue),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: async () => [...(await this.#ids(work.stream, work.subject)), ...(await this.#ids(names.delayStream, work.delaySubject))],
       cleanup: async () => {
         this.#queues.delete(queue);

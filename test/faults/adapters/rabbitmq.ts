@@ -3,12 +3,20 @@
  * the suite's own, never the shared broker. Each scenario gets its own work
  * queue, error queue and delay topology prefix, so the delay levels it reads
  * at the end hold only its own messages.
+ *
+ * Copies keep moving down the delay levels while the suite reads them, and
+ * a copy mid-hop between two quorum levels (dead-lettered, not yet confirmed
+ * by the next level) is in no queue's ready count: only the broker's
+ * `messages_dlx` shows it. The end-of-run reads count the levels in the
+ * order copies move through them, so that no copy can slip past the count
+ * (see {@link RabbitMqFaultAdapter.pendingIdsOf}).
  */
 import amqp from 'amqplib';
+import { join } from 'node:path';
 import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import { browseErrorIds } from './error-ids.js';
+import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link RabbitMqFaultAdapter}. */
@@ -23,6 +31,11 @@ const SINGLE_NODE_SKIPS: Record<string, string> = {
   'broker-stall': 'not covered on RabbitMQ yet',
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
+
+/** How long the end-of-run read waits for the delay levels to hand on every copy: past the 180 s retry of a hop left unconfirmed by a broker fault. */
+const LEVELS_SETTLE_TIMEOUT_MS = 200_000;
+
+const sum = (counts: readonly number[]) => counts.reduce((total, count) => total + count, 0);
 
 /** The RabbitMQ adapter, on nodes of its own. */
 export class RabbitMqFaultAdapter implements FaultAdapter {
@@ -57,7 +70,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     await this.#cluster?.stop();
   }
 
-  async scope(label: string, _dir: string, options: ScopeOptions = {}): Promise<Scope> {
+  async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
     const queue = label;
     const errorQueue = `${label}.error`;
     const topologyPrefix = `${label}.t`;
@@ -88,9 +101,11 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const harness = openSpec(spec('harness')) as RabbitMqTransport;
     // Depths come from the broker itself, over a connection of the harness's own, not through the transport under test.
     const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
-    // The delay levels, and the quorum levels' unroutable queue (copies whose work queue was gone when they came back).
+    // The delay levels in the order copies move through them (level 27 down to 0), and the quorum levels' unroutable
+    // queue (copies whose work queue was gone when they came back).
     const { unroutable } = harness.topology;
-    const levels = [...Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(n)), ...(unroutable ? [unroutable] : [])];
+    const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(DELAY_LEVELS - 1 - n));
+    const exits = [queue, ...(unroutable ? [unroutable] : [])];
     return {
       label,
       queue,
@@ -99,17 +114,19 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       spec,
       errorCount: () => peek.depth(errorQueue),
       async delayedCount() {
-        let sum = 0;
-        for (const level of levels) sum += await peek.depth(level);
-        return sum;
+        let ready = 0;
+        for (const level of levels) ready += await peek.depth(level);
+        return ready;
       },
-      errorIds: () => browseErrorIds(harness, errorQueue),
-      pendingIds: () => this.#drainIds([queue, ...levels]),
+      delayedCountExact: async () => sum(await this.cluster.messagesIn(levels, this.#clientNode)),
+      parkedCount: async () => (unroutable ? peek.depth(unroutable) : 0),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
+      pendingIds: () => this.pendingIdsOf(levels, exits),
       cleanup: async () => {
         await peek.close();
         await harness.close();
         await this.#withChannel(this.#clientNode, async (channel) => {
-          for (const q of [queue, errorQueue, ...levels]) await channel.deleteQueue(q);
+          for (const q of [...exits, errorQueue, ...levels]) await channel.deleteQueue(q);
         }).catch(() => undefined);
       },
     };
@@ -150,26 +167,59 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     return () => this.cluster.boot(leader);
   }
 
-  /** Reads every message of `queues` off the broker (destructively) and resolves their ids. */
+  /**
+   * Reads every message still in the delay `levels` (given in the order
+   * copies move through them) or in the `exits` they leave to (the work
+   * queue, the unroutable queue) off the broker, destructively, and
+   * resolves their ids. Drains everything, then has the broker count the
+   * levels in one pass in that same order, ready and mid-hop copies both,
+   * until a pass finds none: a copy can only move ahead of such a pass, so
+   * a pass that saw none proves that every copy left is in an exit, and the
+   * exits are drained once more. Rejects when copies stay mid-hop longer
+   * than {@link LEVELS_SETTLE_TIMEOUT_MS}.
+   */
+  async pendingIdsOf(levels: readonly string[], exits: readonly string[]): Promise<string[]> {
+    const ids = await this.#drainIds([...levels, ...exits]);
+    const deadline = Date.now() + LEVELS_SETTLE_TIMEOUT_MS;
+    for (let left = sum(await this.cluster.messagesIn(levels, this.#clientNode)); left > 0; left = sum(await this.cluster.messagesIn(levels, this.#clientNode))) {
+      if (Date.now() > deadline) throw new Error(`${left} copies still in the delay levels (mid-hop) after ${LEVELS_SETTLE_TIMEOUT_MS / 1000} s`);
+      ids.push(...(await this.#drainIds([...levels, ...exits])));
+    }
+    ids.push(...(await this.#drainIds(exits)));
+    return ids;
+  }
+
+  /** Reads every message of `queues` off the broker (destructively), over one connection, and resolves their ids. */
   async #drainIds(queues: readonly string[]): Promise<string[]> {
     const ids: string[] = [];
-    for (const queue of queues) {
-      await this.#withChannel(this.#clientNode, async (channel) => {
-        for (let m = await channel.get(queue, { noAck: true }); m; m = await channel.get(queue, { noAck: true })) {
-          ids.push(String(m.properties.messageId));
+    await this.#withConnection(this.#clientNode, async (connection) => {
+      for (const queue of queues) {
+        const channel = await connection.createChannel();
+        channel.on('error', () => undefined);
+        try {
+          for (let m = await channel.get(queue, { noAck: true }); m; m = await channel.get(queue, { noAck: true })) ids.push(String(m.properties.messageId));
+        } catch {
+          continue; // A queue that does not exist holds nothing (and its 404 closed the channel).
         }
-      }).catch(() => undefined); // A queue that does not exist holds nothing.
-    }
+        await channel.close().catch(() => undefined);
+      }
+    });
     return ids;
   }
 
   async #withChannel<T>(node: number, use: (channel: amqp.Channel) => Promise<T>): Promise<T> {
+    return this.#withConnection(node, async (connection) => {
+      const channel = await connection.createChannel();
+      channel.on('error', () => undefined);
+      return use(channel);
+    });
+  }
+
+  async #withConnection<T>(node: number, use: (connection: amqp.ChannelModel) => Promise<T>): Promise<T> {
     const connection = await amqp.connect(this.cluster.url(node));
     connection.on('error', () => undefined);
     try {
-      const channel = await connection.createChannel();
-      channel.on('error', () => undefined);
-      return await use(channel);
+      return await use(connection);
     } finally {
       await connection.close().catch(() => undefined);
     }

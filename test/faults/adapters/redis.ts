@@ -4,14 +4,15 @@
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
- * transport under test; error-queue ids go through the transport's
- * error-queue operations, as on every transport.
+ * transport under test; error-queue ids are ingested into an error store,
+ * as on every transport.
  */
+import { join } from 'node:path';
 import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import { browseErrorIds } from './error-ids.js';
+import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
 
 /** Options of {@link RedisFaultAdapter}. */
@@ -68,7 +69,7 @@ export class RedisFaultAdapter implements FaultAdapter {
     await this.#node?.stop();
   }
 
-  async scope(label: string): Promise<Scope> {
+  async scope(label: string, dir: string): Promise<Scope> {
     const node = this.node;
     const queue = label;
     const errorQueue = `${label}.error`;
@@ -88,7 +89,7 @@ export class RedisFaultAdapter implements FaultAdapter {
       spec,
       errorCount: async () => Number(await node.command('XLEN', error.stream)),
       delayedCount: async () => Number(await node.command('ZCARD', work.delayed)),
-      errorIds: () => browseErrorIds(harness, errorQueue),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: async () => [...(await this.#streamIds(work.stream)), ...(await this.#delayedIds(work.delayedData))],
       cleanup: async () => {
         this.#queues.delete(queue);

@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { SqliteTransport } from '../../../src/transports/sqlite/index.js';
-import { browseErrorIds } from './error-ids.js';
+import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
 
 const SKIPS: Record<string, string> = {
@@ -47,7 +47,7 @@ export class SqliteFaultAdapter implements FaultAdapter {
         const depths = await harness.inspection.queueDepths([queue]);
         return depths.reduce((sum, depth) => sum + depth.delayed, 0);
       },
-      errorIds: () => browseErrorIds(harness, errorQueue),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       async pendingIds() {
         // Straight from the file: every row still in the work queue, due or delayed, leased or not.
         const db = new Database(path, { readonly: true, fileMustExist: true });

@@ -25,9 +25,26 @@ export interface Scope extends ScopeNames {
   readonly cliEnv?: Readonly<Record<string, string>>;
   /** Entries in the error queue now (0 when it does not exist). */
   errorCount(): Promise<number>;
-  /** Messages waiting for a delayed retry now. */
+  /** Messages waiting for a delayed retry now; cheap, for polling (on RabbitMQ, ready copies only). */
   delayedCount(): Promise<number>;
-  /** Message ids in the error queue, read without removing them. */
+  /**
+   * Messages waiting for a delayed retry now, every one counted: on RabbitMQ
+   * also a copy mid-hop between two quorum delay levels, which
+   * `delayedCount` misses, read in one pass in the order copies move so that
+   * none slips past. Slower. Default: `delayedCount`.
+   */
+  delayedCountExact?(): Promise<number>;
+  /**
+   * Copies the transport set aside for an operator, by design (RabbitMQ: the
+   * unroutable queue, holding delayed copies whose work queue was deleted
+   * while they waited). Counted as pending at the end. Default 0.
+   */
+  parkedCount?(): Promise<number>;
+  /**
+   * Message ids in the error queue, read the way an operator reads it: ingested into an
+   * error store under the scope's directory (see error-ids.ts). Empties the error queue:
+   * read once every worker has stopped.
+   */
   errorIds(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
   pendingIds(): Promise<string[]>;
