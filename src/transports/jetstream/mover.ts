@@ -118,16 +118,21 @@ export class DelayMover {
     if (info === undefined) return;
     const delayMs = Number(msg.headers?.get(DELAY_HEADER) ?? 0);
     const due = info.storedAtMs + (Number.isFinite(delayMs) && delayMs > 0 ? delayMs : 0);
-    const left = due - (await this.#o.serverClock.now());
+    const id = msg.headers?.get(ID_HEADER) || `${info.stream}:${info.streamSeq}`;
+    const now = await this.#serverNow(id);
+    if (now === undefined) {
+      this.#nak(msg, MOVE_RETRY_MS);
+      return;
+    }
+    const left = due - now;
     if (left > HOLD_WITHIN_MS) {
       this.#nak(msg, left - HOLD_WITHIN_MS / 2);
       return;
     }
     if (left > 0 && !(await this.#hold(left))) {
-      this.#nak(msg, Math.max(1, due - (await this.#o.serverClock.now())));
+      this.#nak(msg, Math.max(1, due - ((await this.#serverNow(id)) ?? now)));
       return;
     }
-    const id = msg.headers?.get(ID_HEADER) || `${info.stream}:${info.streamSeq}`;
     try {
       await this.#o.js.publish(this.#o.names.subject, msg.data, { headers: copyHeaders(msg), msgID: `${id}|m|${info.streamSeq}`, timeout: this.#o.apiTimeoutMs });
     } catch (error) {
@@ -143,6 +148,19 @@ export class DelayMover {
     } catch (error) {
       // The copy is in the queue; the retry comes back after its ack_wait and its second copy is deduplicated by id.
       this.#o.logger?.info({ queue: this.#o.names.queue, messageId: id, error: String(error) }, `jetstream: moved retry of message '${id}' was not acked (${String(error)}); the queue drops the copy made when it comes back`);
+    }
+  }
+
+  /** The server's time, or undefined (logged) while its clock was never read (`ServerClockUnreadError`): a retry is then not moved, rather than moved early. */
+  async #serverNow(id: string): Promise<number | undefined> {
+    try {
+      return await this.#o.serverClock.now();
+    } catch (error) {
+      this.#o.logger?.warn(
+        { queue: this.#o.names.queue, messageId: id, error: String(error) },
+        `jetstream: delayed retry of message '${id}' on ${this.#o.names.queue} waits (${String(error)}); trying again in ${MOVE_RETRY_MS} ms`,
+      );
+      return undefined;
     }
   }
 
