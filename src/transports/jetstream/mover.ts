@@ -13,7 +13,10 @@
  *   milliseconds late. A held retry that this process never moves (it
  *   died) comes back after the delay consumer's `ack_wait`: late, not lost;
  * - a due one is published to the queue, with a `Nats-Msg-Id` the queue's
- *   stream deduplicates, and only then acked.
+ *   stream deduplicates, and only then acked. A retry whose ack was lost is
+ *   moved again when it comes back; its second copy is dropped only within
+ *   the queue's duplicate window (see docs/jetstream.md), else stored: a
+ *   duplicate, never a loss.
  */
 import { setMaxListeners } from 'node:events';
 import { headers as natsHeaders, type Msg, type NatsConnection } from '@nats-io/transport-node';
@@ -146,8 +149,8 @@ export class DelayMover {
     try {
       await this.#o.confirm(msg.reply!, '+ACK');
     } catch (error) {
-      // The copy is in the queue; the retry comes back after its ack_wait and its second copy is deduplicated by id.
-      this.#o.logger?.info({ queue: this.#o.names.queue, messageId: id, error: String(error) }, `jetstream: moved retry of message '${id}' was not acked (${String(error)}); the queue drops the copy made when it comes back`);
+      // The copy is in the queue; the retry comes back after its ack_wait and its second copy is deduplicated by id within the duplicate window.
+      this.#o.logger?.info({ queue: this.#o.names.queue, messageId: id, error: String(error) }, `jetstream: moved retry of message '${id}' was not acked (${String(error)}); the queue drops the copy made when it comes back within its duplicate window`);
     }
   }
 
