@@ -11,6 +11,7 @@ import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { classifyByBrand } from '../../src/producer/errors.js';
 import { systemClock, type Clock } from '../../src/time/clock.js';
+import { FakeClock } from '../../src/time/fake-clock.js';
 import { isDeliveryGone } from '../../src/transport/delivery-gone.js';
 import type { Delivery } from '../../src/transport/types.js';
 import { JetStreamTransport, MessageTooLargeError, QueueFullError, type JetStreamTransportOptions } from '../../src/transports/jetstream/index.js';
@@ -82,6 +83,52 @@ describe.skipIf(Boolean(skip))('the JetStream transport', () => {
     expect(info.state.messages).toBe(0);
     const delays = await jsm.streams.info(t.names.delayStream);
     expect(delays.state.messages).toBe(0);
+  });
+
+  /**
+   * A consumer whose pull request for two was sent before its prefetch went
+   * down to one: both messages come, one waits in the buffer. Time moves on
+   * the fake clock only; the server's own ack_wait (2 s) runs on real time.
+   */
+  async function oneWaitingInTheBuffer(label: string) {
+    const clock = new FakeClock(Date.now());
+    const t = open({ clock });
+    const q = queue(label);
+    const c = collect();
+    const sub = await t.consume(q, c.listener, { prefetch: 2, leaseMs: 2_000 });
+    await sub.setPrefetch(1);
+    await t.send(q, { id: `${label}-1`, body: text('1'), headers: {} });
+    await t.send(q, { id: `${label}-2`, body: text('2'), headers: {} });
+    await waitFor(() => c.got.length === 1, 5_000, 'the first delivery');
+    // The second message has come too and waits for a free slot.
+    await sleep(300);
+    expect(c.got).toHaveLength(1);
+    return { clock, c };
+  }
+
+  it('a message that waited in the buffer is handed out with what is left of the lease that began when it was pulled', async () => {
+    const { clock, c } = await oneWaitingInTheBuffer('buffered');
+    await clock.advance(1_000);
+    await c.got[0]!.delivery.ack();
+    await waitFor(() => c.got.length === 2, 5_000, 'the buffered message');
+    await clock.advance(900);
+    // Pulled 1.9 s ago under a 2 s ack_wait (less the 200 ms margin): its lease ran out, whatever its time in the handler.
+    const refused = await c.got[1]!.delivery.ack().catch((e: unknown) => e);
+    expect(isDeliveryGone(refused)).toBe(true);
+  });
+
+  it('a message whose lease ran out in the buffer is not handed out; the server offers it again', async () => {
+    const { clock, c } = await oneWaitingInTheBuffer('stale');
+    await clock.advance(4_000);
+    // The handed-out one's lease ran out too: refused, it frees its slot.
+    expect(isDeliveryGone(await c.got[0]!.delivery.ack().catch((e: unknown) => e))).toBe(true);
+    await sleep(300);
+    expect(c.got).toHaveLength(1);
+    for (const n of [2, 3]) {
+      await waitFor(() => c.got.length === n, 10_000, `redelivery ${n - 1} after the server's ack_wait`);
+      await c.got[n - 1]!.delivery.ack();
+    }
+    expect(c.got.slice(1).map((g) => [g.delivery.id, g.delivery.deliveryCount]).sort()).toEqual([['stale-1', 2], ['stale-2', 2]]);
   });
 
   it('extendLease keeps a delivery from other consumers past its lease, then acks it', async () => {

@@ -27,8 +27,10 @@ const SETTLED = 2;
 /**
  * One delivery of a stream message under the consumer's `ack_wait`. The
  * server accepts a settlement even after the lease ran out and the message
- * went to another consumer, so the delivery checks its lease itself: once
- * it has run out (less a small margin for the time on the wire), every
+ * went to another consumer, so the delivery checks its lease itself: the
+ * lease began when the message was pulled (the server started its
+ * `ack_wait` then, not when the message left the consumer's buffer), and
+ * once it has run out (less a small margin for the time on the wire), every
  * settlement rejects with a `DeliveryGoneError` and changes nothing.
  *
  * `retryLater` and `deadLetter` publish the copy first and ack the original
@@ -55,10 +57,12 @@ export class JetStreamDelivery implements Delivery {
     readonly body: Uint8Array,
     readonly headers: Readonly<Headers>,
     ackWaitMs: number,
+    /** When the message arrived, on `owner.clock`'s monotonic clock. */
+    pulledAt: number,
   ) {
     this.#owner = owner;
     this.#ackWaitMs = ackWaitMs;
-    this.#leaseUntil = owner.clock.monotonic() + ackWaitMs - leaseMargin(ackWaitMs);
+    this.#leaseUntil = leaseEnd(pulledAt, ackWaitMs);
   }
 
   get queue(): string {
@@ -129,7 +133,7 @@ export class JetStreamDelivery implements Delivery {
   async #workingOn(): Promise<void> {
     const sentAt = this.#owner.clock.monotonic();
     await this.#owner.confirm(this.reply, '+WPI');
-    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + this.#ackWaitMs - leaseMargin(this.#ackWaitMs));
+    this.#leaseUntil = Math.max(this.#leaseUntil, leaseEnd(sentAt, this.#ackWaitMs));
   }
 
   async #keepWorking(until: number): Promise<void> {
@@ -185,9 +189,13 @@ export class JetStreamDelivery implements Delivery {
   }
 }
 
-/** How much sooner than the server this side takes a lease as run out: a tenth of it, at most 250 ms. */
-function leaseMargin(ackWaitMs: number): number {
-  return Math.min(250, Math.floor(ackWaitMs / 10));
+/**
+ * When a lease that the server started at `startedAt` (monotonic) is taken
+ * as run out on this side: `ackWaitMs` later, less a margin for the time on
+ * the wire of a tenth of it, at most 250 ms.
+ */
+export function leaseEnd(startedAt: number, ackWaitMs: number): number {
+  return startedAt + ackWaitMs - Math.min(250, Math.floor(ackWaitMs / 10));
 }
 
 function checked(headers: Headers, what: string): Headers {

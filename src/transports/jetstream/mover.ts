@@ -13,7 +13,10 @@
  *   milliseconds late. A held retry that this process never moves (it
  *   died) comes back after the delay consumer's `ack_wait`: late, not lost;
  * - a due one is published to the queue, with a `Nats-Msg-Id` the queue's
- *   stream deduplicates, and only then acked.
+ *   stream deduplicates, and only then acked. A retry whose ack was lost is
+ *   moved again when it comes back; its second copy is dropped only within
+ *   the queue's duplicate window (see docs/jetstream.md), else stored: a
+ *   duplicate, never a loss.
  */
 import { setMaxListeners } from 'node:events';
 import { headers as natsHeaders, type Msg, type NatsConnection } from '@nats-io/transport-node';
@@ -118,16 +121,21 @@ export class DelayMover {
     if (info === undefined) return;
     const delayMs = Number(msg.headers?.get(DELAY_HEADER) ?? 0);
     const due = info.storedAtMs + (Number.isFinite(delayMs) && delayMs > 0 ? delayMs : 0);
-    const left = due - (await this.#o.serverClock.now());
+    const id = msg.headers?.get(ID_HEADER) || `${info.stream}:${info.streamSeq}`;
+    const now = await this.#serverNow(id);
+    if (now === undefined) {
+      this.#nak(msg, MOVE_RETRY_MS);
+      return;
+    }
+    const left = due - now;
     if (left > HOLD_WITHIN_MS) {
       this.#nak(msg, left - HOLD_WITHIN_MS / 2);
       return;
     }
     if (left > 0 && !(await this.#hold(left))) {
-      this.#nak(msg, Math.max(1, due - (await this.#o.serverClock.now())));
+      this.#nak(msg, Math.max(1, due - ((await this.#serverNow(id)) ?? now)));
       return;
     }
-    const id = msg.headers?.get(ID_HEADER) || `${info.stream}:${info.streamSeq}`;
     try {
       await this.#o.js.publish(this.#o.names.subject, msg.data, { headers: copyHeaders(msg), msgID: `${id}|m|${info.streamSeq}`, timeout: this.#o.apiTimeoutMs });
     } catch (error) {
@@ -141,8 +149,21 @@ export class DelayMover {
     try {
       await this.#o.confirm(msg.reply!, '+ACK');
     } catch (error) {
-      // The copy is in the queue; the retry comes back after its ack_wait and its second copy is deduplicated by id.
-      this.#o.logger?.info({ queue: this.#o.names.queue, messageId: id, error: String(error) }, `jetstream: moved retry of message '${id}' was not acked (${String(error)}); the queue drops the copy made when it comes back`);
+      // The copy is in the queue; the retry comes back after its ack_wait and its second copy is deduplicated by id within the duplicate window.
+      this.#o.logger?.info({ queue: this.#o.names.queue, messageId: id, error: String(error) }, `jetstream: moved retry of message '${id}' was not acked (${String(error)}); the queue drops the copy made when it comes back within its duplicate window`);
+    }
+  }
+
+  /** The server's time, or undefined (logged) while its clock was never read (`ServerClockUnreadError`): a retry is then not moved, rather than moved early. */
+  async #serverNow(id: string): Promise<number | undefined> {
+    try {
+      return await this.#o.serverClock.now();
+    } catch (error) {
+      this.#o.logger?.warn(
+        { queue: this.#o.names.queue, messageId: id, error: String(error) },
+        `jetstream: delayed retry of message '${id}' on ${this.#o.names.queue} waits (${String(error)}); trying again in ${MOVE_RETRY_MS} ms`,
+      );
+      return undefined;
     }
   }
 

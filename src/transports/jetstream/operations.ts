@@ -14,7 +14,8 @@
  * that stops in between (a lost connection) leaves the entry in place; one
  * asked again within the destination's duplicate window publishes a copy the
  * server drops as a duplicate, then deletes the entry. Concurrent send-backs
- * of one entry send one copy the same way.
+ * of one entry send one copy the same way, and only the one whose deletion
+ * removed the entry reports it sent; the others find it gone.
  *
  * A send-back goes only to a queue whose stream exists and says it is a work
  * queue (`redeliver queue` in its description): one a message was sent to,
@@ -151,7 +152,8 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
    * the copy with a fresh retry state and the same message id, deduplicated
    * by the entry's stream and sequence; waits for the server to store it;
    * then deletes the entry. Resolves the destination, or undefined when the
-   * entry is not there.
+   * entry is not there, or another send-back deleted it first (so each entry
+   * a concurrent run moved is counted by one run only).
    */
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = sequenceOfKey(key);
@@ -174,7 +176,8 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     });
     // The copy is stored. From here a failure leaves the message twice at worst, never lost.
     try {
-      await this.#delete(names.stream, seq);
+      // A concurrent send-back that deleted the entry first moved it (this run's copy was a duplicate): only that one reports it.
+      if (!(await this.#delete(names.stream, seq))) return undefined;
     } catch (error) {
       throw new Error(
         `jetstream: entry ${key} was sent back to '${destination}' (the server stored the copy), but deleting it from '${errorQueue}' failed ` +

@@ -3,7 +3,9 @@
  * a time the server stamped, so they are compared with the server's clock,
  * not this machine's: a probe stores a message in the clock stream and reads
  * back the time the server gave it; between probes, time runs on this
- * process's monotonic clock, which never jumps.
+ * process's monotonic clock, which never jumps. The estimate errs late,
+ * never early: while probes fail the last reading runs on with a growing
+ * margin, and before the first reading there is no estimate at all.
  */
 import type { JetStreamClients } from './connection.js';
 import type { Topology } from './topology.js';
@@ -12,6 +14,21 @@ import type { Logger } from '../../logger.js';
 
 /** How often the server's clock is read again. */
 export const CLOCK_PROBE_INTERVAL_MS = 60_000;
+
+/**
+ * How far the server's clock and this process's monotonic clock are taken
+ * to drift apart, in ms per ms, once a reading is older than the probe
+ * interval: 1 ms a second, above what NTP slews a clock by.
+ */
+export const STALE_READING_DRIFT = 0.001;
+
+/** The server's clock has not been read yet (the server could not be reached): there is no estimate of it. */
+export class ServerClockUnreadError extends Error {
+  constructor() {
+    super("jetstream: the server's clock has not been read yet");
+    this.name = 'ServerClockUnreadError';
+  }
+}
 
 export class ServerClock {
   #base: { serverMs: number; monotonic: number } | undefined;
@@ -26,14 +43,19 @@ export class ServerClock {
   ) {}
 
   /**
-   * The server's time now, in ms since the epoch. Reads the server's clock
-   * first when it was never read or was read more than a minute ago; falls
-   * back to this machine's clock while the server cannot be read.
+   * The server's time now, in ms since the epoch, or a little earlier.
+   * Reads the server's clock first when it was never read or was read more
+   * than a minute ago. While it cannot be read, the last reading runs on,
+   * less {@link STALE_READING_DRIFT} of the time past the probe interval;
+   * this machine's wall clock is never used. Rejects with a
+   * `ServerClockUnreadError` when the server's clock was never read.
    */
   async now(): Promise<number> {
     if (this.clock.monotonic() - this.#probedAt >= CLOCK_PROBE_INTERVAL_MS) await this.#probe();
     const base = this.#base;
-    return base === undefined ? this.clock.now() : base.serverMs + (this.clock.monotonic() - base.monotonic);
+    if (base === undefined) throw new ServerClockUnreadError();
+    const elapsed = this.clock.monotonic() - base.monotonic;
+    return base.serverMs + elapsed - Math.max(0, elapsed - CLOCK_PROBE_INTERVAL_MS) * STALE_READING_DRIFT;
   }
 
   #probe(): Promise<void> {
@@ -59,7 +81,7 @@ export class ServerClock {
       this.#probedAt = this.clock.monotonic();
     } catch (error) {
       this.#probedAt = this.clock.monotonic() - CLOCK_PROBE_INTERVAL_MS + 5_000;
-      this.logger?.warn({ error: String(error) }, `jetstream: could not read the server's clock (${String(error)}); delayed retries are timed by this machine's clock meanwhile`);
+      this.logger?.warn({ error: String(error) }, `jetstream: could not read the server's clock (${String(error)}); delayed retries are timed by its last reading, erring late, or wait until it is read`);
     }
   }
 }

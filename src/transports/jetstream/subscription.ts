@@ -14,7 +14,7 @@ import type { Random } from '../../time/random.js';
 import { parseAckSubject } from './ack-subject.js';
 import { decodeNatsHeaders, ID_HEADER } from './codec.js';
 import type { JetStreamClients } from './connection.js';
-import { JetStreamDelivery, type DeliveryOwner } from './delivery.js';
+import { JetStreamDelivery, leaseEnd, type DeliveryOwner } from './delivery.js';
 import { DelayMover } from './mover.js';
 import { QUEUE_CONSUMER, type QueueNames } from './names.js';
 import { Puller } from './puller.js';
@@ -43,10 +43,16 @@ export interface SubscriptionOptions {
 
 type State = 'running' | 'paused' | 'closed';
 
+/** A message pulled and not yet handed out, with the monotonic time it arrived: its lease runs from then. */
+interface Pulled {
+  readonly msg: Msg;
+  readonly at: number;
+}
+
 export class JetStreamSubscription implements Subscription {
   readonly #o: SubscriptionOptions;
   readonly #owner: DeliveryOwner;
-  readonly #buffer: Msg[] = [];
+  readonly #buffer: Pulled[] = [];
   readonly #stopping = new AbortController();
   #state: State = 'running';
   #prefetch: number;
@@ -194,7 +200,7 @@ export class JetStreamSubscription implements Subscription {
       this.#giveBack(msg);
       return;
     }
-    this.#buffer.push(msg);
+    this.#buffer.push({ msg, at: this.#o.clock.monotonic() });
     this.#topUp();
   }
 
@@ -207,9 +213,16 @@ export class JetStreamSubscription implements Subscription {
     });
   }
 
-  /** Hands out what waits while there is room, then asks for as many more as there is room for. */
+  /**
+   * Drops what waited in the buffer past its lease, hands out what waits
+   * while there is room, then asks for as many more as there is room for.
+   * Pull requests sent before the prefetch went down are not taken back, so
+   * their messages may wait here; none is asked for while the buffer and
+   * the requests outstanding fill the prefetch.
+   */
   #topUp(): void {
     if (this.#state !== 'running') return;
+    this.#dropExpired();
     while (this.#held < this.#prefetch && this.#buffer.length > 0) this.#handOut(this.#buffer.shift()!);
     const puller = this.#puller;
     if (puller === undefined) return;
@@ -217,7 +230,21 @@ export class JetStreamSubscription implements Subscription {
     if (want > 0 && (puller.outstanding === 0 || want * 2 >= this.#prefetch)) puller.request(want);
   }
 
-  #handOut(msg: Msg): void {
+  /**
+   * Messages whose lease ran out while they waited (oldest first) leave the
+   * buffer unsettled: the server offers them again, and may have already.
+   */
+  #dropExpired(): void {
+    const now = this.#o.clock.monotonic();
+    let dropped = 0;
+    while (this.#buffer.length > 0 && now > leaseEnd(this.#buffer[0]!.at, this.#ackWaitMs)) {
+      this.#buffer.shift();
+      dropped += 1;
+    }
+    if (dropped > 0) this.#o.logger?.debug?.({ queue: this.#o.queue, dropped }, `jetstream: ${dropped} message(s) of ${this.#o.queue} waited for a free slot past their lease; the server offers them again`);
+  }
+
+  #handOut({ msg, at }: Pulled): void {
     const o = this.#o;
     const info = parseAckSubject(msg.reply);
     if (info === undefined) return;
@@ -227,7 +254,7 @@ export class JetStreamSubscription implements Subscription {
       this.#warnedForeign = true;
       o.logger?.warn({ queue: o.queue, stream: info.stream, seq: info.streamSeq }, `jetstream: queue ${o.queue} has messages not written by redeliver (no ${ID_HEADER} header); their id is their Nats-Msg-Id or <stream>:<seq>`);
     }
-    const delivery = new JetStreamDelivery(this.#owner, this.#names!, info, msg.reply!, id, msg.data, decoded.headers, this.#ackWaitMs);
+    const delivery = new JetStreamDelivery(this.#owner, this.#names!, info, msg.reply!, id, msg.data, decoded.headers, this.#ackWaitMs, at);
     this.#held += 1;
     try {
       o.listener(delivery);
@@ -238,7 +265,8 @@ export class JetStreamSubscription implements Subscription {
   }
 
   #giveBackBuffer(): void {
-    for (const msg of this.#buffer.splice(0)) this.#giveBack(msg);
+    this.#dropExpired();
+    for (const { msg } of this.#buffer.splice(0)) this.#giveBack(msg);
   }
 
   /** A message fetched but not handed out goes back to the server at once. */
