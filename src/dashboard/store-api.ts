@@ -88,6 +88,8 @@ const RANGES: Readonly<Record<string, number>> = { hour: 3_600_000, day: 86_400_
 
 /** The POST paths of store mode; each is a state change, guarded like every other. */
 export const STORE_POST_PATHS: ReadonlySet<string> = new Set(['/api/delete', '/api/jobs', '/api/edit-retry']);
+/** The POST paths that also answer a GET: `GET /api/jobs` lists the latest jobs. */
+export const STORE_GET_PATHS: ReadonlySet<string> = new Set(['/api/jobs']);
 
 /** Reads one request parameter or body field; undefined when absent or empty. */
 type Field = (name: string) => unknown;

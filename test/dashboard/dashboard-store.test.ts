@@ -181,6 +181,12 @@ describe('dashboard store mode: retries', () => {
       expect(started).toMatchObject({ status: 200, body: { total: 3, done: false } });
       await waitFor(async () => (await request(`${dashboard.url}api/jobs/${started.body.id}`)).json().done === true, 10_000, 'the job to finish');
       expect((await request(`${dashboard.url}api/jobs/${started.body.id}`)).json()).toMatchObject({ state: 'done', sent: 3, total: 3 });
+      // GET /api/jobs lists the latest jobs, as documented; other methods than GET, HEAD and POST are refused.
+      const listed = await request(`${dashboard.url}api/jobs`);
+      expect(listed.status).toBe(200);
+      expect(listed.json().jobs).toEqual([expect.objectContaining({ id: started.body.id, state: 'done', sent: 3 })]);
+      const put = await request(`${dashboard.url}api/jobs`, { method: 'PUT' });
+      expect([put.status, put.headers.allow]).toEqual([405, 'GET, HEAD, POST']);
       expect((await transport.inspection!.queueDepths(['orders']))[0]!.ready).toBe(3);
 
       const lost = store.search({ text: 'lost-1' }).entries[0]!;
