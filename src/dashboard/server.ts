@@ -73,6 +73,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       else res.destroy();
     });
   });
+  server.maxConnections = config.maxConnections;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
 

@@ -253,12 +253,8 @@ export class StoreApi {
 
   #detail(detail: StoredEntryDetail): StoreEntryDetail {
     const h = detail.headers;
-    const occurrences = this.store.database
-      .prepare<[string, number], { key: string }>('SELECT key FROM entries WHERE message_id = ? ORDER BY seq LIMIT ?')
-      .all(detail.messageId, MAX_OCCURRENCES)
-      .map((row) => this.store.get(row.key))
-      .filter((e): e is StoredEntryDetail => e !== undefined)
-      .map(entryView);
+    // Summaries only: an entry's page never reads the bodies of its other occurrences.
+    const occurrences = this.store.occurrences(detail.messageId, MAX_OCCURRENCES).map(entryView);
     return {
       entry: entryView(detail),
       signature: detail.signature,

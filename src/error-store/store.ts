@@ -262,6 +262,15 @@ export class ErrorStore {
     return more && last ? { entries, next: `${last.failedAt}.${last.seq}` } : { entries };
   }
 
+  /** The entries of one message id (each time it reached an error queue), oldest first, at most `limit`, without headers or bodies. */
+  occurrences(messageId: string, limit: number): StoredEntry[] {
+    this.#open();
+    return this.#db
+      .prepare<[string, number], EntryRow>(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE message_id = ? ORDER BY seq LIMIT ?`)
+      .all(messageId, limit)
+      .map(entryOf);
+  }
+
   /** One entry with its headers and body, or undefined. */
   get(key: string): StoredEntryDetail | undefined {
     this.#open();

@@ -101,6 +101,16 @@ describe('dashboard in store mode', () => {
     expect(body.entry).toMatchObject({ messageId: 'stock-2', status: 'retried' });
     expect(body.store).toMatchObject({ retriedCount: 1, lastRetriedBy: 'alice', retriedTo: 'orders', outcome: 'failed-again' });
     expect(body.occurrences.map((o: any) => o.key)).toEqual([first.key, latest.key]);
+    // Opening one entry reads that entry's body only, not those of its other occurrences.
+    const reads: string[] = [];
+    const get1 = store.get.bind(store);
+    store.get = (k: string) => (reads.push(k), get1(k));
+    try {
+      expect((await get(`api/entries/${encodeURIComponent(first.key)}`)).status).toBe(200);
+    } finally {
+      store.get = get1;
+    }
+    expect(reads).toEqual([first.key]);
     expect(body.body.text).toBe('{"id":"stock-2"}');
     expect(body.failure.message).toBe('no stock for sku 2');
     expect((await get('api/entries/no-such-key')).status).toBe(404);
