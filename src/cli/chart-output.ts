@@ -1,6 +1,7 @@
-import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { publishChart } from '../dashboard/chart-feed.js';
+import { writePrivateFile } from '../util/private-file.js';
+import { oneLine } from './format.js';
 import type { CliIo } from './program.js';
 
 /** The flags {@link addChartOptions} adds, as commander parses them. */
@@ -17,7 +18,7 @@ export interface ChartFlags {
  */
 export function addChartOptions(command: Command, what: string): Command {
   return command
-    .option('--svg <file>', `write ${what} to this SVG file`)
+    .option('--svg <file>', `write ${what} to this SVG file (mode 0600; a symbolic link is refused)`)
     .option('--no-dashboard', 'do not show the chart on a running dashboard');
 }
 
@@ -32,13 +33,14 @@ export async function deliverChart(title: string, render: () => string, flags: C
   const chart = () => (svg ??= render());
   const lines: string[] = [];
   if (flags.svg !== undefined) {
-    await writeFile(flags.svg, chart());
-    lines.push(`Chart written to ${flags.svg}`);
+    await writePrivateFile(flags.svg, chart());
+    lines.push(`Chart written to ${oneLine(flags.svg)}`);
   }
   if (flags.dashboard) {
     const shown = await publishChart({ title, svg: chart() }, { env: io.env ?? process.env });
-    if (shown && 'url' in shown) lines.push(`Chart shown on the dashboard: ${shown.url}`);
-    else if (shown) lines.push(`Chart not shown on the dashboard: ${shown.refused}`);
+    // The answer comes from whatever listens at the runtime file's address: escaped before it reaches a terminal.
+    if (shown && 'url' in shown) lines.push(`Chart shown on the dashboard: ${oneLine(shown.url)}`);
+    else if (shown) lines.push(`Chart not shown on the dashboard: ${oneLine(shown.refused)}`);
   }
   return lines;
 }

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Transport } from '../transport/types.js';
 import { redactCredentials } from '../util/redact.js';
@@ -73,4 +74,19 @@ export function queueName(value: string): string {
 /** Collects a repeatable option's values. */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
+}
+
+/**
+ * Who a write from the command line is recorded as: `cli:` and the
+ * operating-system user running it (not a name given on the command line,
+ * which anyone could make up).
+ */
+export function osActor(): string {
+  let name: string;
+  try {
+    name = userInfo().username;
+  } catch {
+    name = `uid ${process.getuid?.() ?? 'unknown'}`;
+  }
+  return `cli:${name}`;
 }

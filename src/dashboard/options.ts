@@ -100,6 +100,8 @@ export interface DashboardOptions {
   maxScan?: number;
   /** The most bytes of a message body shown; a longer body is cut and the page says so. Default 65 536 (64 KiB). */
   bodyPreviewBytes?: number;
+  /** The most connections open at once; a connection beyond it is closed at once, so a flood cannot exhaust the process. Default 64. */
+  maxConnections?: number;
 }
 
 /** Dashboard options with every default filled in. */
@@ -123,6 +125,7 @@ export interface DashboardConfig {
   readonly groupCacheMs: number;
   readonly maxScan: number;
   readonly bodyPreviewBytes: number;
+  readonly maxConnections: number;
 }
 
 /** A dashboard option that cannot work, or an unsafe combination of options. */
@@ -194,6 +197,7 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
     groupCacheMs: whole('groupCacheMs', options.groupCacheMs ?? 3_000, 0),
     maxScan: whole('maxScan', options.maxScan ?? 100_000, 1),
     bodyPreviewBytes: whole('bodyPreviewBytes', options.bodyPreviewBytes ?? 65_536, 16),
+    maxConnections: whole('maxConnections', options.maxConnections ?? 64, 1),
   };
 }
 

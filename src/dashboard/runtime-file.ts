@@ -5,7 +5,8 @@
  * their charts on the dashboard.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { constants, type Stats } from 'node:fs';
+import { mkdir, open, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -46,11 +47,24 @@ export async function writeRuntimeFile(path: string, runtime: DashboardRuntime):
   }
 }
 
-/** The runtime file's content, or undefined when there is none or it is not one. */
+/**
+ * The runtime file's content, or undefined when there is none, it is not
+ * one, or it cannot be trusted: it must be a regular file (a symbolic link
+ * is not followed) of the current user that no one else can read or write
+ * (mode 0600 or tighter). A file another user planted in a shared state
+ * directory could otherwise send charts, and the chart token, where they
+ * choose.
+ */
 export async function readRuntimeFile(path: string): Promise<DashboardRuntime | undefined> {
   let value: unknown;
   try {
-    value = JSON.parse(await readFile(path, 'utf8'));
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      if (!isOwnPrivateFile(await handle.stat())) return undefined;
+      value = JSON.parse(await handle.readFile('utf8'));
+    } finally {
+      await handle.close();
+    }
   } catch {
     return undefined;
   }
@@ -74,6 +88,12 @@ export async function removeRuntimeFile(path: string, pid: number): Promise<bool
   } catch {
     return false;
   }
+}
+
+/** Whether `stats` are of a regular file of the current user that no other user may read or write. */
+function isOwnPrivateFile(stats: Stats): boolean {
+  const uid = process.getuid?.();
+  return stats.isFile() && (uid === undefined || stats.uid === uid) && (stats.mode & 0o077) === 0;
 }
 
 /** Whether a process with this id is running (one of another user counts). */

@@ -42,8 +42,12 @@ export interface Dashboard {
 const MAX_BODY_BYTES = 16 * 1024;
 /** The largest chart request body accepted, in bytes: the SVG, escaped in JSON, and its title. */
 const MAX_CHART_BODY_BYTES = 2 * MAX_CHART_BYTES + 16 * 1024;
-/** The Content-Security-Policy of a chart: styles inside it apply, scripts inside it never run, even when it is opened on its own. */
-const CHART_POLICY = "default-src 'none'; style-src 'unsafe-inline'";
+/**
+ * The Content-Security-Policy of a chart: styles inside it apply, scripts
+ * inside it never run, even when it is opened on its own; like every other
+ * response it may not be framed, change its base or submit a form.
+ */
+const CHART_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /**
  * Starts the operations dashboard: failure groups of the error queues,
@@ -69,6 +73,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       else res.destroy();
     });
   });
+  server.maxConnections = config.maxConnections;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
 
@@ -111,8 +116,8 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
 
     try {
       if (storeMode) {
-        if (storeMode.postPaths.has(path)) {
-          if (method !== 'POST') return methodNotAllowed(res, 'POST');
+        if (storeMode.postPaths.has(path) && !(storeMode.getPaths.has(path) && (method === 'GET' || method === 'HEAD'))) {
+          if (method !== 'POST') return methodNotAllowed(res, storeMode.getPaths.has(path) ? 'GET, HEAD, POST' : 'POST');
           const refusal = stateChangeRefusal(req, csrfToken, config.publicUrl);
           if (refusal) return json(res, refusal.status, { error: refusal.error });
           return json(res, 200, await storeMode.api.post(path, await readJson(req)));

@@ -88,6 +88,8 @@ const RANGES: Readonly<Record<string, number>> = { hour: 3_600_000, day: 86_400_
 
 /** The POST paths of store mode; each is a state change, guarded like every other. */
 export const STORE_POST_PATHS: ReadonlySet<string> = new Set(['/api/delete', '/api/jobs', '/api/edit-retry']);
+/** The POST paths that also answer a GET: `GET /api/jobs` lists the latest jobs. */
+export const STORE_GET_PATHS: ReadonlySet<string> = new Set(['/api/jobs']);
 
 /** Reads one request parameter or body field; undefined when absent or empty. */
 type Field = (name: string) => unknown;
@@ -251,12 +253,8 @@ export class StoreApi {
 
   #detail(detail: StoredEntryDetail): StoreEntryDetail {
     const h = detail.headers;
-    const occurrences = this.store.database
-      .prepare<[string, number], { key: string }>('SELECT key FROM entries WHERE message_id = ? ORDER BY seq LIMIT ?')
-      .all(detail.messageId, MAX_OCCURRENCES)
-      .map((row) => this.store.get(row.key))
-      .filter((e): e is StoredEntryDetail => e !== undefined)
-      .map(entryView);
+    // Summaries only: an entry's page never reads the bodies of its other occurrences.
+    const occurrences = this.store.occurrences(detail.messageId, MAX_OCCURRENCES).map(entryView);
     return {
       entry: entryView(detail),
       signature: detail.signature,

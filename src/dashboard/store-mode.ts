@@ -8,7 +8,7 @@ import { RetryJobs } from '../error-store/retry-jobs.js';
 import { ErrorStore } from '../error-store/store.js';
 import { silentLogger } from '../logger.js';
 import type { DashboardConfig } from './options.js';
-import { STORE_POST_PATHS, StoreApi } from './store-api.js';
+import { STORE_GET_PATHS, STORE_POST_PATHS, StoreApi } from './store-api.js';
 import { StoreRetries } from './store-retries.js';
 
 /** What a dashboard in store mode runs. */
@@ -17,6 +17,8 @@ export interface StoreMode {
   readonly api: StoreApi;
   /** The POST paths the API answers. */
   readonly postPaths: ReadonlySet<string>;
+  /** The POST paths that also answer a GET (a listing). */
+  readonly getPaths: ReadonlySet<string>;
   /** The ingester, when the dashboard ingests. */
   readonly ingester: Ingester | undefined;
   /** Stops the ingester, then closes the store when the dashboard opened it. */
@@ -52,6 +54,7 @@ export async function openStoreMode(config: DashboardConfig): Promise<StoreMode>
     store,
     api: new StoreApi(store, config.clock, config.bodyPreviewBytes, retries),
     postPaths: STORE_POST_PATHS,
+    getPaths: STORE_GET_PATHS,
     ingester,
     close() {
       closed ??= (async () => {

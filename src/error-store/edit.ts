@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { replayHeaders } from '../headers/replay.js';
+import { HEADER_PREFIX } from '../headers/names.js';
 import { userHeaders } from '../headers/retry-state.js';
 import type { QueueKind } from '../transport/inspection.js';
 import type { Headers } from '../transport/types.js';
@@ -103,12 +104,12 @@ export async function editAndRetry(
   if (entry.status !== 'failed' && entry.status !== 'retrying') {
     throw new Error(`entry ${key} is ${entry.status}${entry.lastRetriedBy ? ` (by ${entry.lastRetriedBy})` : ''}: only a failed entry can be edited and retried`);
   }
+  const headers: Headers = edit.headers === undefined ? { ...entry.headers } : editedHeaders(entry.headers, edit.headers);
   const claimant = `edit:${edit.requestId}`;
   const [claimed] = await store.claim([key], claimant, clock.now() + context.claimMs);
   if (claimed === undefined) throw new Error(`entry ${key} is being retried by someone else; nothing sent`);
   let destination: string;
   const body = edit.body ?? entry.body;
-  const headers: Headers = edit.headers === undefined ? { ...entry.headers } : { ...edit.headers };
   try {
     destination = await destinationOf(transport, entry, options.to, options.allowedQueues, new Map<string, QueueKind>());
     await transport.send(destination, { id: entry.messageId, body, headers: replayHeaders(headers, new Date(clock.now())) });
@@ -151,6 +152,21 @@ function checkEdit(edit: EditRequest): void {
   if (edit.headers !== undefined && (typeof edit.headers !== 'object' || edit.headers === null || Object.values(edit.headers).some((v) => typeof v !== 'string'))) {
     throw new RangeError('edit.headers must map header names to strings');
   }
+}
+
+/**
+ * The headers an edit sends: the user's headers as the edit gives them, and
+ * redeliver's own (`redeliver-*`) as the entry has them, which an edit may
+ * not change (a forged `redeliver-replay-count` would carry on in the copy).
+ * Throws a RangeError for a `redeliver-*` header the edit adds or changes;
+ * one it leaves out is kept.
+ */
+function editedHeaders(entry: Readonly<Headers>, edit: Readonly<Record<string, string>>): Headers {
+  const own = Object.keys(edit).filter((name) => name.toLowerCase().startsWith(HEADER_PREFIX) && edit[name] !== (Object.hasOwn(entry, name) ? entry[name] : undefined));
+  if (own.length > 0) throw new RangeError(`an edit cannot set redeliver's own headers (${own.join(', ')}): they are rewritten on every send-back`);
+  const headers = userHeaders(edit);
+  for (const name of Object.keys(entry)) if (name.startsWith(HEADER_PREFIX) && typeof entry[name] === 'string') headers[name] = entry[name]!;
+  return headers;
 }
 
 function headerChanges(before: Readonly<Headers>, after: Readonly<Headers>): Record<string, [string | null, string | null]> {

@@ -13,6 +13,7 @@ import type { Headers } from '../transport/types.js';
 import { checkFilter, filterSql, type EntryFilter, type EntrySort } from './filter.js';
 import { openStoreDatabase } from './schema.js';
 import type { EntryStatus, FailureRate, IngestEntry, IngestResult, RetryOutcome, StoredEntry, StoredEntryDetail, StoredGroup } from './types.js';
+import { preparePrivateFile } from '../util/private-file.js';
 
 /** Options of {@link ErrorStore.open}. */
 export interface ErrorStoreOptions {
@@ -161,9 +162,13 @@ export class ErrorStore {
     this.#bump = db.prepare<[], number>(`UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value`).pluck(true);
   }
 
-  /** Opens (creating if needed) the error store at `path`. Refuses a SQLite file that holds something else. */
+  /**
+   * Opens (creating if needed, with mode 0600) the error store at `path`.
+   * Refuses a SQLite file that holds something else, and a symbolic link.
+   */
   static open(path: string, options: ErrorStoreOptions = {}): ErrorStore {
     if (typeof path !== 'string' || path === '') throw new RangeError('ErrorStore: path must name a file');
+    if (path !== ':memory:') preparePrivateFile(path);
     return new ErrorStore(path, options);
   }
 
@@ -255,6 +260,15 @@ export class ErrorStore {
     const entries = rows.slice(0, limit).map(entryOf);
     const last = entries.at(-1);
     return more && last ? { entries, next: `${last.failedAt}.${last.seq}` } : { entries };
+  }
+
+  /** The entries of one message id (each time it reached an error queue), oldest first, at most `limit`, without headers or bodies. */
+  occurrences(messageId: string, limit: number): StoredEntry[] {
+    this.#open();
+    return this.#db
+      .prepare<[string, number], EntryRow>(`SELECT ${SUMMARY_COLUMNS} FROM entries WHERE message_id = ? ORDER BY seq LIMIT ?`)
+      .all(messageId, limit)
+      .map(entryOf);
   }
 
   /** One entry with its headers and body, or undefined. */

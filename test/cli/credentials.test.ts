@@ -23,6 +23,27 @@ describe('redactCredentials', () => {
   ])('%s', (text, expected) => {
     expect(redactCredentials(text)).toBe(expected);
   });
+
+  // Every credential form each client accepts: ioredis takes any query parameter as an option.
+  it.each([
+    ['amqp', 'amqp://ops:pw-secret@rabbit:5672/prod?heartbeat=10', 'amqp://ops:***@rabbit:5672/prod?heartbeat=10'],
+    ['amqp', 'amqps://rabbit:5671/?user=ops&password=pw-secret', 'amqps://rabbit:5671/?user=***&password=***'],
+    ['redis', 'redis://cache:6379/0?password=pw-secret', 'redis://cache:6379/0?password=***'],
+    ['redis', 'redis://cache/0?db=2&username=ops&password=pw-secret&family=6', 'redis://cache/0?db=2&username=***&password=***&family=6'],
+    ['redis', 'redis://ops:pw-secret@cache:6379/0', 'redis://ops:***@cache:6379/0'],
+    ['redis', 'redis://:pw-secret@cache:6379', 'redis://:***@cache:6379'],
+    ['rediss', 'rediss://cache:6380/1?password=pw-secret#x', 'rediss://cache:6380/1?password=***#x'],
+    ['rediss', 'rediss://default:pw-secret@cache:6380?pass=pw-secret', 'rediss://default:***@cache:6380?pass=***'],
+    ['nats', 'nats://pw-secret@nats:4222', 'nats://***@nats:4222'],
+    ['nats', 'nats://ops:pw-secret@nats:4222', 'nats://ops:***@nats:4222'],
+    ['nats', 'nats://nats:4222?token=pw-secret', 'nats://nats:4222?token=***'],
+    ['nsq', 'nsq://ops:pw-secret@nsqd:4150?auth_secret=pw-secret', 'nsq://ops:***@nsqd:4150?auth_secret=***'],
+    ['rocketmq', 'rocketmq://ak:pw-secret@ns:9876?accessKey=ak&secretKey=pw-secret', 'rocketmq://ak:***@ns:9876?accessKey=ak&secretKey=***'],
+    ['redis in JSON', '{"url":"redis://cache/0?password=pw-secret","n":1}', '{"url":"redis://cache/0?password=***","n":1}'],
+  ])('%s: %s', (_client, text, expected) => {
+    expect(redactCredentials(text)).toBe(expected);
+    expect(redactCredentials(text)).not.toContain('pw-secret');
+  });
 });
 
 describe('the CLI and a URL with a password', () => {
@@ -42,6 +63,25 @@ describe('the CLI and a URL with a password', () => {
     expect(run.code).toBe(1);
     expect(run.stderr).toBe('redeliver: cannot connect to amqp://ops:***@rabbit.internal:5672/prod\n');
     expect(run.stdout).toBe('');
+  });
+
+  it.each([
+    'amqp://ops:pw-secret@rabbit:5672/',
+    'redis://cache:6379/0?password=pw-secret',
+    'rediss://cache:6380/0?username=ops&password=pw-secret',
+    'nats://nats:4222?token=pw-secret',
+    'nats://pw-secret@nats:4222',
+  ])('prints no credential of %s, neither in the target nor in an error', async (url) => {
+    const failing = async (target: string): Promise<Transport> => {
+      throw new Error(`cannot connect to ${target}`);
+    };
+    const run = await cli(['errors', 'list', url], { openTransport: failing });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^redeliver: cannot connect to .*\*\*\*/);
+    expect(run.stderr + run.stdout).not.toContain('pw-secret');
+    const stats = await cli(['stats', url], { openTransport: empty });
+    expect(stats.stdout).toMatch(/^no queues in .*\*\*\*/);
+    expect(stats.stdout).not.toContain('pw-secret');
   });
 
   it('takes the target from REDELIVER_URL when it is omitted or given as -', async () => {

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listEdits } from '../../src/error-store/edit.js';
@@ -76,8 +77,11 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     const { dir, app, storePath, store } = await setup();
     const bodyFile = join(dir, 'fixed.json');
     writeFileSync(bodyFile, '{"n":3,"fixed":true}');
-    const args = ['errors', 'edit', app, 'entry-3', '--store', storePath, '--body-file', bodyFile, '--set-header', 'x-note=fixed', '--remove-header', 'x-tenant', '--by', 'bob'];
+    const args = ['errors', 'edit', app, 'entry-3', '--store', storePath, '--body-file', bodyFile, '--set-header', 'x-note=fixed', '--remove-header', 'x-tenant'];
     const first = await cli(args);
+    // Who edited is the operating-system user, not a name given on the command line.
+    const actor = `cli:${userInfo().username}`;
+    expect(listEdits({ store }, 'entry-3')[0]!.by).toBe(actor);
     expect(first.stdout).toBe('sent the edited copy of entry-3 (message order-3) to orders; the original is marked replaced\n');
     expect(first.code).toBe(0);
     const again = await cli(args);
@@ -89,11 +93,37 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     expect(await transport.inspection.queueDepths(['orders'])).toMatchObject([{ ready: 1 }]);
     const other = await cli(['errors', 'edit', app, 'entry-3', '--store', storePath, '--set-header', 'x-note=other']);
     expect(other.code).toBe(1);
-    expect(other.stderr).toContain('entry entry-3 is replaced (by bob): only a failed entry can be edited and retried');
+    expect(other.stderr).toContain(`entry entry-3 is replaced (by ${actor}): only a failed entry can be edited and retried`);
     const shown = await cli(['errors', 'show', 'entry-3', '--store', storePath]);
     expect(shown.code).toBe(0);
-    expect(shown.stdout).toMatch(/edited +at .* by bob, sent to orders; body \d+ -> \d+ bytes; headers changed: x-note, x-tenant/);
+    expect(shown.stdout).toContain(` by ${actor}, sent to orders; body`);
+    expect(shown.stdout).toMatch(/edited +at .* sent to orders; body \d+ -> \d+ bytes; headers changed: x-note, x-tenant/);
     const json = JSON.parse((await cli(['errors', 'show', 'entry-3', '--store', storePath, '--json'])).stdout);
-    expect(json.store.edits).toEqual([expect.objectContaining({ by: 'bob', sentTo: 'orders', changedHeaders: { 'x-note': [null, 'fixed'], 'x-tenant': ['acme', null] } })]);
+    expect(json.store.edits).toEqual([expect.objectContaining({ by: actor, sentTo: 'orders', changedHeaders: { 'x-note': [null, 'fixed'], 'x-tenant': ['acme', null] } })]);
+    });
+
+  it('edit refuses to set or change a redeliver-* header, and sends the entry\'s own', async () => {
+    const { app, storePath, store } = await setup();
+    for (const header of ['redeliver-replay-count=999999', 'Redeliver-Replay-Count=999999', 'redeliver-failure-reason=forged']) {
+      const run = await cli(['errors', 'edit', app, 'entry-4', '--store', storePath, '--set-header', header, '--set-header', 'x-note=n']);
+      expect(run.code, header).toBe(1);
+      expect(run.stderr).toContain("an edit cannot set redeliver's own headers");
+    }
+    expect(store.get('entry-4')!.status).toBe('failed');
+    expect((await cli(['errors', 'edit', app, 'entry-4', '--store', storePath, '--remove-header', HEADER.failureReason, '--set-header', 'x-note=n'])).code).toBe(0);
+    expect(listEdits({ store }, 'entry-4')[0]!.changedHeaders).toEqual({ 'x-note': [null, 'n'] });
+  });
+
+  it('edit escapes a stored queue name before printing it', async () => {
+    const { dir, storePath, store } = await setup();
+    const hostile = 'orders\u001b]0;owned\u0007';
+    const app = join(dir, 'hostile.db');
+    const transport = new SqliteTransport({ path: app });
+    await (await transport.consume(hostile, () => undefined, { prefetch: 1 })).close();
+    await transport.close();
+    await store.ingest([{ errorQueue: 'error', messageId: 'evil\u001b[2J', headers: { ...failureHeaders({ message: 'x', errorName: 'E', queue: hostile }), [HEADER.entryId]: 'evil-1', 'x-tenant': 'acme' }, body: Buffer.from('{}') }]);
+    const run = await cli(['errors', 'edit', app, 'evil-1', '--store', storePath, '--set-header', 'x-note=n']);
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('sent the edited copy of evil-1 (message evil\\x1b[2J) to orders\\x1b]0;owned\\x07; the original is marked replaced\n');
   });
 });

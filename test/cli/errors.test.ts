@@ -2,7 +2,7 @@
  * `redeliver errors ...` against SQLite files filled through a real
  * endpoint, run in-process (see support.ts).
  */
-import { readFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import type { ErrorEntry } from '../../src/transport/error-queue.js';
@@ -225,6 +225,26 @@ describe('errors list, show and export (read only)', () => {
     const bad = await cli(['errors', 'export', file, '--out', folder.path('no/such/dir/x.ndjson')]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^redeliver: cannot write .*x\.ndjson: ENOENT/);
+  });
+
+  it('creates the --out file 0600, tightens an existing one, and refuses a symbolic link', async () => {
+    const out = folder.path('private.ndjson');
+    expect((await cli(['errors', 'export', file, '--out', out])).code).toBe(0);
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    const loose = folder.path('loose.ndjson');
+    writeFileSync(loose, 'old', { mode: 0o644 });
+    chmodSync(loose, 0o644);
+    expect((await cli(['errors', 'export', file, '--out', loose])).code).toBe(0);
+    expect(statSync(loose).mode & 0o777).toBe(0o600);
+    // A link planted by someone else, pointing at a file the operator can write.
+    const victim = folder.path('victim.txt');
+    writeFileSync(victim, 'untouched');
+    const link = folder.path('planted.ndjson');
+    symlinkSync(victim, link);
+    const refused = await cli(['errors', 'export', file, '--out', link]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('is a symbolic link: refusing to follow it');
+    expect(readFileSync(victim, 'utf8')).toBe('untouched');
   });
 });
 

@@ -5,7 +5,7 @@
  * stays quiet when there is no dashboard.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { serveDashboard, type DashboardCommandOptions } from '../../src/cli/commands/dashboard.js';
+import { deliverChart } from '../../src/cli/chart-output.js';
 import { publishChart } from '../../src/dashboard/chart-feed.js';
 import { MAX_CHART_BYTES } from '../../src/dashboard/charts.js';
 import { readRuntimeFile, runtimeFilePath, stateDir, writeRuntimeFile } from '../../src/dashboard/runtime-file.js';
@@ -186,6 +187,45 @@ describe('publishChart', () => {
     expect(server.requests()).toBe(1);
     await server.close();
     expect(await publishChart({ title: 't', svg: SVG }, { env, timeoutMs: 3_600_000 })).toBeUndefined();
+  });
+
+  it('trusts no runtime file that others may read or write, that is a link, or that is another user\'s', async () => {
+    const { dir, env } = freshEnv();
+    const server = await silentServer();
+    cleanups.push(server.close);
+    const file = join(dir, 'dashboard.json');
+    await writeRuntimeFile(file, { url: server.url, pid: process.pid, chartToken: 'a-chart-token-0123456789' });
+    expect(await readRuntimeFile(file)).toBeDefined();
+    for (const mode of [0o644, 0o620, 0o604]) {
+      chmodSync(file, mode);
+      expect(await readRuntimeFile(file), mode.toString(8)).toBeUndefined();
+      expect(await publishChart({ title: 't', svg: SVG }, { env, timeoutMs: 3_600_000 })).toBeUndefined();
+    }
+    chmodSync(file, 0o600);
+    const planted = join(dir, 'planted.json');
+    renameSync(file, planted);
+    symlinkSync(planted, file);
+    expect(await readRuntimeFile(file)).toBeUndefined();
+    rmSync(file);
+    renameSync(planted, file);
+    if (process.getuid?.() === 0) {
+      chownSync(file, 65_534, 65_534); // as if another user had planted it
+      expect(await readRuntimeFile(file)).toBeUndefined();
+    }
+    expect(server.requests()).toBe(0);
+  });
+
+  it('escapes what a dashboard answers before a command prints it', async () => {
+    const { dir, env } = freshEnv();
+    const hostile = createServer((_req, res) => {
+      res.writeHead(403, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: '\u001b[2J\u001b]0;owned\u0007gone' }));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => hostile.close(() => resolve())));
+    const url = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}/`;
+    await writeRuntimeFile(join(dir, 'dashboard.json'), { url, pid: process.pid, chartToken: 'a-chart-token-0123456789' });
+    const lines = await deliverChart('t', () => SVG, { dashboard: true }, { env });
+    expect(lines).toEqual(['Chart not shown on the dashboard: HTTP 403: \\x1b[2J\\x1b]0;owned\\x07gone']);
   });
 
   it('answers undefined when the runtime file is not one', async () => {

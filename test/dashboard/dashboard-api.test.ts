@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { DashboardOptionError } from '../../src/dashboard/options.js';
@@ -39,6 +40,25 @@ describe('dashboard JSON API', () => {
     expect(first.signature.topFrame).toMatch(/^at /);
     expect(first.firstSeen <= first.lastSeen).toBe(true);
     expect(second).toMatchObject({ count: 2, signature: { errorName: 'RangeError', message: 'amount <n> is over the limit' } });
+  });
+
+  it('caps open connections: one beyond maxConnections is closed at once', async () => {
+    const url = new URL(await start([], { maxConnections: 2 }));
+    const open = (): Promise<Socket> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(Number(url.port), url.hostname, () => resolve(socket));
+        socket.on('error', reject);
+      });
+    const held = [await open(), await open()];
+    await new Promise((r) => setTimeout(r, 50)); // the server has counted both
+    const extra = await open();
+    const closed = await new Promise<boolean>((resolve) => {
+      extra.on('close', () => resolve(true));
+      setTimeout(() => resolve(false), 2_000);
+    });
+    expect(closed).toBe(true);
+    for (const socket of held) socket.destroy();
+    await waitFor(async () => (await request(`${url.href}api/stats`).then((r) => r.status, () => 0)) === 200, 5_000, 'a free slot');
   });
 
   it('says when the error queue holds more than it reads', async () => {

@@ -61,7 +61,8 @@ describe('charts on the dashboard', () => {
     expect(served.status).toBe(200);
     expect(served.text).toBe(SVG);
     expect(served.headers['content-type']).toBe('image/svg+xml; charset=utf-8');
-    expect(served.headers['content-security-policy']).toBe("default-src 'none'; style-src 'unsafe-inline'");
+    // The chart's policy keeps every guard of the default one: no framing, no base, no form.
+    expect(served.headers['content-security-policy']).toBe("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     expect(served.headers['x-content-type-options']).toBe('nosniff');
     expect((await request(`${url}api/charts/${id}.svg`, { method: 'HEAD' })).status).toBe(200);
     expect((await request(`${url}api/charts/no-such-chart.svg`)).status).toBe(404);

@@ -101,6 +101,16 @@ describe('dashboard in store mode', () => {
     expect(body.entry).toMatchObject({ messageId: 'stock-2', status: 'retried' });
     expect(body.store).toMatchObject({ retriedCount: 1, lastRetriedBy: 'alice', retriedTo: 'orders', outcome: 'failed-again' });
     expect(body.occurrences.map((o: any) => o.key)).toEqual([first.key, latest.key]);
+    // Opening one entry reads that entry's body only, not those of its other occurrences.
+    const reads: string[] = [];
+    const get1 = store.get.bind(store);
+    store.get = (k: string) => (reads.push(k), get1(k));
+    try {
+      expect((await get(`api/entries/${encodeURIComponent(first.key)}`)).status).toBe(200);
+    } finally {
+      store.get = get1;
+    }
+    expect(reads).toEqual([first.key]);
     expect(body.body.text).toBe('{"id":"stock-2"}');
     expect(body.failure.message).toBe('no stock for sku 2');
     expect((await get('api/entries/no-such-key')).status).toBe(404);
@@ -181,6 +191,12 @@ describe('dashboard store mode: retries', () => {
       expect(started).toMatchObject({ status: 200, body: { total: 3, done: false } });
       await waitFor(async () => (await request(`${dashboard.url}api/jobs/${started.body.id}`)).json().done === true, 10_000, 'the job to finish');
       expect((await request(`${dashboard.url}api/jobs/${started.body.id}`)).json()).toMatchObject({ state: 'done', sent: 3, total: 3 });
+      // GET /api/jobs lists the latest jobs, as documented; other methods than GET, HEAD and POST are refused.
+      const listed = await request(`${dashboard.url}api/jobs`);
+      expect(listed.status).toBe(200);
+      expect(listed.json().jobs).toEqual([expect.objectContaining({ id: started.body.id, state: 'done', sent: 3 })]);
+      const put = await request(`${dashboard.url}api/jobs`, { method: 'PUT' });
+      expect([put.status, put.headers.allow]).toEqual([405, 'GET, HEAD, POST']);
       expect((await transport.inspection!.queueDepths(['orders']))[0]!.ready).toBe(3);
 
       const lost = store.search({ text: 'lost-1' }).entries[0]!;

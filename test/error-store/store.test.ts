@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -173,5 +173,17 @@ describe('ErrorStore', () => {
     const junk = join(scratchDir(), 'junk.db');
     writeFileSync(junk, 'not a database at all, just text '.repeat(200));
     expect(() => ErrorStore.open(junk)).toThrow();
+  });
+
+  it('creates its file 0600 and refuses a symbolic link, which it never follows', () => {
+    const dir = scratchDir();
+    const file = join(dir, 'private.db');
+    ErrorStore.open(file).close();
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const target = join(dir, 'elsewhere.db');
+    const link = join(dir, 'planted.db');
+    symlinkSync(target, link);
+    expect(() => ErrorStore.open(link)).toThrow(/symbolic link/);
+    expect(existsSync(target)).toBe(false);
   });
 });

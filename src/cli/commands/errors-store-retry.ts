@@ -13,7 +13,7 @@ import { oneLine, plural, shortTime, table } from '../format.js';
 import { UsageError } from '../open-transport.js';
 import { InterruptedError, ioOf, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
-import { collect, interruption, queueName, TARGET_HELP, withTransport, write } from '../session.js';
+import { collect, interruption, osActor, queueName, TARGET_HELP, withTransport, write } from '../session.js';
 import { addStoreFilterOptions, filterOf, givenFilterFlags, narrows, storeFile, storePath, STORE_HELP, withStore, type FilterOptions } from '../store-session.js';
 import { systemClock } from '../../time/clock.js';
 
@@ -136,7 +136,6 @@ export function registerStoreCommands(errors: Command): void {
     .option('--remove-header <name>', 'remove a header; repeat for more', (value: string, previous: string[] | undefined) => collect(value, previous))
     .option('--to <queue>', 'send to this queue instead of the one the entry failed on', queueName)
     .option('--allow-queue <queue>', 'send only to this queue; repeat for more', (value: string, previous: string[] | undefined) => collect(queueName(value), previous))
-    .option('--by <name>', 'who is editing, recorded with the edit', 'cli')
     .option('--json', 'print the result as JSON')
     .action(async (target: string, key: string, opts: EditOptions, command: Command) => {
       if (opts.bodyFile === undefined && opts.setHeader === undefined && opts.removeHeader === undefined) {
@@ -162,12 +161,12 @@ export function registerStoreCommands(errors: Command): void {
         await withTransport(command, target, async (transport, io) => {
           const result = await new RetryJobs({ store, transport }).editAndRetry(
             key,
-            { ...(bytes === undefined ? {} : { body: bytes }), ...(headers === undefined ? {} : { headers }), by: opts.by, requestId: editRequestId(key, bytes, headers) },
+            { ...(bytes === undefined ? {} : { body: bytes }), ...(headers === undefined ? {} : { headers }), by: osActor(), requestId: editRequestId(key, bytes, headers) },
             { ...(opts.to === undefined ? {} : { to: opts.to }), ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }) },
           );
           if (opts.json) await write(io.stdout, `${JSON.stringify({ key, ...result })}\n`);
-          else if (result.duplicate) await write(io.stdout, `this edit of ${oneLine(key)} was sent before (to ${result.sentTo}); nothing sent\n`);
-          else await write(io.stdout, `sent the edited copy of ${oneLine(key)} (message ${oneLine(result.messageId)}) to ${result.sentTo}; the original is marked replaced\n`);
+          else if (result.duplicate) await write(io.stdout, `this edit of ${oneLine(key)} was sent before (to ${oneLine(result.sentTo)}); nothing sent\n`);
+          else await write(io.stdout, `sent the edited copy of ${oneLine(key)} (message ${oneLine(result.messageId)}) to ${oneLine(result.sentTo)}; the original is marked replaced\n`);
         });
       });
     });
@@ -180,7 +179,6 @@ interface EditOptions {
   removeHeader?: string[];
   to?: string;
   allowQueue?: string[];
-  by: string;
   json?: boolean;
 }
 

@@ -1,4 +1,4 @@
-import { open, type FileHandle } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { HEADER } from '../../headers/names.js';
 import { readRetryState } from '../../headers/retry-state.js';
@@ -17,6 +17,7 @@ import { addStoreRetryOptions, registerStoreCommands, retriesFromStore, storeRet
 import { registerIngest } from './errors-ingest.js';
 import { runOnStore, storeOptions, type EntryRenderers, type ShowExtra } from './errors-store.js';
 import { collect, interruption, OPTIONAL_TARGET_HELP, queueName, shownTarget, TARGET_HELP, withTransport, write } from '../session.js';
+import { openPrivateFile } from '../../util/private-file.js';
 
 /** Options every `errors` subcommand takes. */
 interface QueueOptions {
@@ -153,7 +154,7 @@ export function registerErrors(program: Command): void {
         .command('export')
         .description('write every message of an error queue as NDJSON, one entry a line, oldest first')
         .argument('[target]', OPTIONAL_TARGET_HELP),
-    ).option('--out <file>', 'write to this file instead of stdout'),
+    ).option('--out <file>', 'write to this file instead of stdout, created with mode 0600 (a symbolic link is refused)'),
   )
     .action(async (target: string | undefined, opts: ExportOptions, command: Command) => {
       if (await runOnStore(command, [target], renderers)) return;
@@ -553,7 +554,7 @@ async function exportErrors(ops: ErrorQueueOperations, opts: ExportOptions, io: 
   let file: FileHandle | undefined;
   if (opts.out !== undefined) {
     try {
-      file = await open(opts.out, 'w');
+      file = await openPrivateFile(opts.out);
     } catch (error) {
       throw new UsageError(`cannot write ${opts.out}: ${(error as Error).message}`);
     }
