@@ -24,6 +24,7 @@ import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.j
 import type { EndpointOptions } from './options.js';
 import { guardedLogger, UserPartError } from './guard.js';
 import { duration } from './validate.js';
+import { isInstance } from '../util/thrown.js';
 import { MAX_TIMER_MS } from '../time/clock.js';
 import type { Logger } from '../logger.js';
 import type { DefaultPolicySettings } from '../policy/default-policy.js';
@@ -279,7 +280,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    * tried again. One already settled refuses, and is left as it is.
    */
   async #rescue(delivery: Delivery, error: unknown): Promise<void> {
-    if (error instanceof UserPartError) {
+    if (isInstance(error, UserPartError)) {
       this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, part: error.part }, `redeliver: ${error.message}; message '${delivery.id}' goes to the error queue`);
       const state = readRetryState(delivery.headers);
       await this.#deadLetter(delivery, this.#failureContext(delivery, error, state, 0, state.attempts, state.history), error.part);
@@ -302,7 +303,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     try {
       message = config.codec.decode(delivery.body);
     } catch (error) {
-      const failure = error instanceof DeserializationError ? error : new DeserializationError(String((error as Error)?.message ?? error), { cause: error });
+      const failure = isInstance(error, DeserializationError) ? error : new DeserializationError(summarizeError(error).message, { cause: error });
       const context = this.#failureContext(delivery, failure, state, 0, state.attempts, state.history);
       await this.#deadLetter(delivery, context, 'deserialization');
       return;
@@ -639,7 +640,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         history: failure.history,
         deadlineAt: failure.deadlineAt,
       },
-      ...(failure.error instanceof ValidationError ? { validationIssues: failure.error.issues } : {}),
+      ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
     });
     if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
       this.#stats.deadLettered++;
