@@ -555,6 +555,21 @@ describe('SqliteTransport leases', () => {
     expect(count(reader(path), 'messages')).toBe(0);
   });
 
+  it('extendLease never shortens the lease', async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['held', 'other']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [held, other] = first.items as [Delivery, Delivery];
+    await other.ack();
+    // The lease runs to 1000 ms; asking for 10 ms more must not bring it forward.
+    await held.extendLease!(10);
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 900);
+    expect(second.items).toHaveLength(0);
+    await held.ack();
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
   it('a handler keeps its message with ctx.extendLease past the lease', async () => {
     const { path, clock, a, b, second } = await twoConsumersAndTwoMessages(['slow', 'other']);
     let extend!: () => void;

@@ -83,9 +83,10 @@ export class SqliteDelivery implements Delivery, LeasedRow {
   }
 
   /**
-   * Moves the end of the lease to `ms` from now. Rejects with
-   * `LeaseLostError` when another consumer has the message, and with
-   * `AlreadySettledError` once the delivery is settled.
+   * Moves the end of the lease to `ms` from now, unless it already ends
+   * later: a lease never shortens. Rejects with `LeaseLostError` when
+   * another consumer has the message, and with `AlreadySettledError` once
+   * the delivery is settled.
    */
   extendLease(ms: number): Promise<void> {
     if (this.#state === SETTLED) return Promise.reject(new AlreadySettledError(this.queue, this.id));
