@@ -248,10 +248,14 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     this.#admission.admit(delivery);
   }
 
-  /** Runs a delivery the admission let through; one the stop overtook goes back at once. */
+  /**
+   * Runs a delivery the admission let through. One the stop overtook goes
+   * back at once, and so does one whose lease ran out while it waited:
+   * another consumer may be handling it already.
+   */
   #launch(delivery: Delivery): void {
     this.#running.add(delivery);
-    const run = this.#state === 'running' ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    const run = this.#state === 'running' && !this.#leaseRanOut(delivery) ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
     this.#track(
       run.then(
         () => undefined,
@@ -262,6 +266,12 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         this.#admission.finished(delivery);
       },
     );
+  }
+
+  #leaseRanOut(delivery: Delivery): boolean {
+    if (!delivery.leaseExpired?.()) return false;
+    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue }, `redeliver: the lease of message '${delivery.id}' ran out while it waited for a slot; releasing it without running the handler`);
+    return true;
   }
 
   #track(work: Promise<unknown>, after?: () => void): void {

@@ -86,6 +86,14 @@ export interface Delivery {
    * the lease was already lost. Absent on transports without leases.
    */
   extendLease?(ms: number): Promise<void>;
+  /**
+   * Where the transport leases deliveries: whether the lease has run out by
+   * this side's reckoning (another consumer may have the message now). An
+   * endpoint checks it before running the handler, and releases a delivery
+   * whose lease ran out while it waited instead. Absent on transports
+   * without leases.
+   */
+  leaseExpired?(): boolean;
 }
 
 /** Options for {@link Transport.consume}. */

@@ -620,6 +620,21 @@ describe('SqliteTransport leases', () => {
     expect(count(reader(path), 'messages')).toBe(0);
   });
 
+  it('leaseExpired turns true when the lease runs out, and later after extendLease', async () => {
+    const { clock, a, first } = await twoConsumersAndTwoMessages(['short', 'extended']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [short, extended] = first.items as [Delivery, Delivery];
+    expect(short.leaseExpired!()).toBe(false);
+    await advanceInSteps(clock, 500);
+    await extended.extendLease!(2_000);
+    await advanceInSteps(clock, 600);
+    expect(short.leaseExpired!()).toBe(true);
+    expect(extended.leaseExpired!()).toBe(false);
+    await advanceInSteps(clock, 1_400);
+    expect(extended.leaseExpired!()).toBe(true);
+  });
+
   it('extendLease never shortens the lease', async () => {
     const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['held', 'other']);
     await consume(a, 'work', first, 2);
