@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { connectionBackoff } from '../backoff/connection.js';
 import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
+import { fitHeaders, minimalDeadLetterHeaders } from '../headers/fit.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
 import { TypedEmitter } from '../events.js';
 import { HEADER } from '../headers/names.js';
@@ -16,7 +17,7 @@ import { DeserializationError } from '../policy/errors.js';
 import { validateBody, ValidationError } from '../schema/validate.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
-import type { Delivery, Subscription } from '../transport/types.js';
+import type { Delivery, Headers, Subscription } from '../transport/types.js';
 import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
@@ -534,7 +535,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         return;
       case 'retry-later': {
         const delayMs = Math.min(decision.delayMs, this.config.maxDelayMs);
-        const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+        const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
         this.#flow.onMessageFailed();
         if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
           this.#stats.delayedRetries++;
@@ -577,7 +578,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
     const delayMs = Math.min(requested, config.maxDelayMs);
     if (isPastDeadline(deadlineAt, failure.failedAt + delayMs)) return this.#expire(delivery, failure, dedupToken);
-    const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+    const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
     const backoff = options.backoff ?? true;
     if (backoff) this.#flow.onMessageFailed();
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
@@ -617,14 +618,16 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   /** Hands a message back for `delayMs` without counting a delayed retry. */
   async #defer(delivery: Delivery, failure: FailureContext, delayMs: number, reason: DeferReason, failed = true): Promise<void> {
     if (failed && reason === 'budget') this.#flow.onMessageFailed();
-    const headers = withRetryState(delivery.headers, {
-      attempts: failure.attempts,
-      delayedAttempts: failure.delayedAttempt,
-      lastDelayMs: failure.lastDelayMs,
-      delayedElapsedMs: failure.delayedElapsedMs,
-      history: failure.history,
-      deadlineAt: failure.deadlineAt,
-    });
+    const headers = this.#fit(
+      withRetryState(delivery.headers, {
+        attempts: failure.attempts,
+        delayedAttempts: failure.delayedAttempt,
+        lastDelayMs: failure.lastDelayMs,
+        delayedElapsedMs: failure.delayedElapsedMs,
+        history: failure.history,
+        deadlineAt: failure.deadlineAt,
+      }),
+    );
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.deferred++;
       this.#logFailure('info', failure, `Deferring message '${delivery.id}' for ${formatDelay(delayMs)} (${reason}) instead of retrying it at once`, { delayMs, reason });
@@ -634,7 +637,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   async #deadLetter(delivery: Delivery, failure: FailureContext, reason: string): Promise<void> {
     const { config } = this;
-    const headers = deadLetterHeaders(delivery.headers, {
+    const headers = this.#fit(deadLetterHeaders(delivery.headers, {
       reason,
       error: summarizeError(failure.error),
       at: new Date(config.clock.now()),
@@ -651,8 +654,14 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         deadlineAt: failure.deadlineAt,
       },
       ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
-    });
-    if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
+    }));
+    const settled = await this.#settle(
+      delivery,
+      'deadLetter',
+      () => delivery.deadLetter(config.errorQueue, headers),
+      () => delivery.deadLetter(config.errorQueue, minimalDeadLetterHeaders(headers)),
+    );
+    if (settled) {
       this.#stats.deadLettered++;
       const why = reason === 'expired' && failure.deadlineAt !== undefined ? `its deadline ${new Date(failure.deadlineAt!).toISOString()} passed or would pass before its next attempt` : 'processing failed due to an exception';
       this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because ${why}`, { reason });
@@ -660,14 +669,22 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
   }
 
+  /** Headers of a copy cut to the transport's header budget (see `fitHeaders`). */
+  #fit(headers: Headers): Headers {
+    return fitHeaders(headers, this.config.transport.limits ?? {});
+  }
+
   /**
    * Runs a settlement. When it fails and the delivery is still held, it is
    * tried again after the connection backoff, up to `settlementRetries`
    * times, then the message is released; while stopping it is released at
    * once. A delivery that is gone is left to the broker's redelivery.
-   * Resolves whether the settlement took effect.
+   * When the tries are spent, `fallback` (an error-queue copy without its
+   * failure history and stack, which the broker may take where it refused
+   * the full one) is tried once before the release. Resolves whether the
+   * settlement, or its fallback, took effect.
    */
-  async #settle(delivery: Delivery, action: string, settle: () => Promise<void>): Promise<boolean> {
+  async #settle(delivery: Delivery, action: string, settle: () => Promise<void>, fallback?: () => Promise<void>): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       try {
         await settle();
@@ -680,6 +697,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         }
         const retryInMs = this.#state === 'running' && attempt <= this.config.settlementRetries ? this.#settlementDelay(attempt) : undefined;
         if (retryInMs === undefined) {
+          if (fallback && this.#state === 'running' && (await this.#fallBack(delivery, action, fallback))) return true;
           await this.#releaseAfterFailure(delivery, action, error, attempt);
           return false;
         }
@@ -692,6 +710,17 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         }
       }
     }
+  }
+
+  /** Tries a settlement's fallback once; resolves whether it took effect. */
+  async #fallBack(delivery: Delivery, action: string, fallback: () => Promise<void>): Promise<boolean> {
+    try {
+      await fallback();
+    } catch {
+      return false;
+    }
+    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue, action }, `redeliver: message '${delivery.id}' could not ${action} with its full headers; it went with a minimal copy, without its failure history and stack`);
+    return true;
   }
 
   #settlementDelay(attempt: number): number {

@@ -34,6 +34,15 @@ export interface TransportLimits {
    * none.
    */
   readonly maxDelayMs?: number;
+  /**
+   * The most bytes a message's headers may take as {@link headerBytes}
+   * measures them. An endpoint builds each retry and error-queue copy to
+   * fit (see `fitHeaders`). Declared together with `headerBytes`. Default
+   * none.
+   */
+  readonly maxHeaderBytes?: number;
+  /** How many bytes `headers` take once the transport encoded them, room for what it adds of its own included. */
+  headerBytes?(headers: Readonly<Headers>): number;
 }
 
 /** A message to put on a queue. */
