@@ -256,7 +256,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    */
   #launch(delivery: Delivery): void {
     this.#running.add(delivery);
-    const run = this.#state === 'running' && !this.#leaseRanOut(delivery) ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    const run = this.#state === 'running' && !this.#expiredWhileWaiting(delivery) ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
     this.#track(
       run.then(
         () => undefined,
@@ -269,7 +269,8 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     );
   }
 
-  #leaseRanOut(delivery: Delivery): boolean {
+  /** Whether the delivery's lease ran out (on transports that lease), logged when it did. */
+  #expiredWhileWaiting(delivery: Delivery): boolean {
     if (!delivery.leaseExpired?.()) return false;
     this.#logger.warn({ messageId: delivery.id, queue: delivery.queue }, `redeliver: the lease of message '${delivery.id}' ran out while it waited for a slot; releasing it without running the handler`);
     return true;
@@ -637,24 +638,26 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   async #deadLetter(delivery: Delivery, failure: FailureContext, reason: string): Promise<void> {
     const { config } = this;
-    const headers = this.#fit(deadLetterHeaders(delivery.headers, {
-      reason,
-      error: summarizeError(failure.error),
-      at: new Date(config.clock.now()),
-      queue: delivery.queue,
-      endpoint: config.name,
-      host: config.host,
-      immediateAttempts: failure.immediateAttempt,
-      state: {
-        attempts: failure.attempts,
-        delayedAttempts: failure.delayedAttempt,
-        lastDelayMs: failure.lastDelayMs,
-        delayedElapsedMs: failure.delayedElapsedMs,
-        history: failure.history,
-        deadlineAt: failure.deadlineAt,
-      },
-      ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
-    }));
+    const headers = this.#fit(
+      deadLetterHeaders(delivery.headers, {
+        reason,
+        error: summarizeError(failure.error),
+        at: new Date(config.clock.now()),
+        queue: delivery.queue,
+        endpoint: config.name,
+        host: config.host,
+        immediateAttempts: failure.immediateAttempt,
+        state: {
+          attempts: failure.attempts,
+          delayedAttempts: failure.delayedAttempt,
+          lastDelayMs: failure.lastDelayMs,
+          delayedElapsedMs: failure.delayedElapsedMs,
+          history: failure.history,
+          deadlineAt: failure.deadlineAt,
+        },
+        ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
+      }),
+    );
     const settled = await this.#settle(
       delivery,
       'deadLetter',
