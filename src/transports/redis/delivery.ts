@@ -84,7 +84,8 @@ export class RedisDelivery implements Delivery {
   }
 
   /**
-   * Keeps the delivery `ms` more milliseconds from other consumers. Rejects
+   * Keeps the delivery `ms` more milliseconds from other consumers, or
+   * longer when its lease already ends later (a lease never shortens). Rejects
    * with a `DeliveryGoneError` when the lease was already taken over, and an
    * `AlreadySettledError` once settled.
    */
@@ -95,8 +96,7 @@ export class RedisDelivery implements Delivery {
     }
     const sentAt = this.#owner.clock.monotonic();
     if (!(await this.#owner.extend(this.entryId, this.pendingCount, ms))) throw new DeliveryGoneError('extendLease', this.id, this.queue);
-    // The server sets the lease to end `ms` from when it ran the extension.
-    this.#leaseUntil = sentAt + ms - leaseMargin(ms);
+    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms - leaseMargin(ms));
   }
 
   /** Whether the lease ran out by this side's reckoning: another consumer may have claimed the entry. */
