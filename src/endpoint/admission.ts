@@ -46,18 +46,18 @@ export class Admission<D extends { readonly id: string }> {
     else this.#queued.push(delivery);
   }
 
-  /** The delivery `admit` started is done (settled or released); its slot goes to the next one. */
+  /**
+   * The delivery `admit` started is done (settled or released); its slot
+   * goes to the next one: a copy of the same id first, then the oldest
+   * waiting. The copies wait at the head of the queue while the limit
+   * leaves no slot.
+   */
   finished(delivery: D): void {
     this.#running--;
     this.#held--;
     const sameId = this.#busy.get(delivery.id);
     this.#busy.delete(delivery.id);
-    const next = sameId?.shift();
-    if (next) {
-      this.#run(next);
-      if (sameId!.length > 0) this.#busy.set(next.id, sameId!);
-      return;
-    }
+    if (sameId) this.#queued.unshift(...sameId);
     this.#startWaiting();
   }
 

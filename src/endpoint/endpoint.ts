@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { connectionBackoff } from '../backoff/connection.js';
 import { DEFAULTS } from '../defaults.js';
 import { summarizeError, deadLetterHeaders } from '../headers/failure.js';
+import { fitHeaders, minimalDeadLetterHeaders } from '../headers/fit.js';
 import { appendFailure, readRetryState, withRetryState, type FailureRecord, type RetryState } from '../headers/retry-state.js';
 import { TypedEmitter } from '../events.js';
 import { HEADER } from '../headers/names.js';
@@ -16,7 +17,7 @@ import { DeserializationError } from '../policy/errors.js';
 import { validateBody, ValidationError } from '../schema/validate.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
-import type { Delivery, Subscription } from '../transport/types.js';
+import type { Delivery, Headers, Subscription } from '../transport/types.js';
 import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
@@ -24,6 +25,7 @@ import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.j
 import type { EndpointOptions } from './options.js';
 import { guardedLogger, UserPartError } from './guard.js';
 import { duration } from './validate.js';
+import { isInstance } from '../util/thrown.js';
 import { MAX_TIMER_MS } from '../time/clock.js';
 import type { Logger } from '../logger.js';
 import type { DefaultPolicySettings } from '../policy/default-policy.js';
@@ -247,10 +249,14 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     this.#admission.admit(delivery);
   }
 
-  /** Runs a delivery the admission let through; one the stop overtook goes back at once. */
+  /**
+   * Runs a delivery the admission let through. One the stop overtook goes
+   * back at once, and so does one whose lease ran out while it waited:
+   * another consumer may be handling it already.
+   */
   #launch(delivery: Delivery): void {
     this.#running.add(delivery);
-    const run = this.#state === 'running' ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    const run = this.#state === 'running' && !this.#expiredWhileWaiting(delivery) ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
     this.#track(
       run.then(
         () => undefined,
@@ -261,6 +267,13 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         this.#admission.finished(delivery);
       },
     );
+  }
+
+  /** Whether the delivery's lease ran out (on transports that lease), logged when it did. */
+  #expiredWhileWaiting(delivery: Delivery): boolean {
+    if (!delivery.leaseExpired?.()) return false;
+    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue }, `redeliver: the lease of message '${delivery.id}' ran out while it waited for a slot; releasing it without running the handler`);
+    return true;
   }
 
   #track(work: Promise<unknown>, after?: () => void): void {
@@ -279,7 +292,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    * tried again. One already settled refuses, and is left as it is.
    */
   async #rescue(delivery: Delivery, error: unknown): Promise<void> {
-    if (error instanceof UserPartError) {
+    if (isInstance(error, UserPartError)) {
       this.#logger.error({ err: error, messageId: delivery.id, queue: delivery.queue, part: error.part }, `redeliver: ${error.message}; message '${delivery.id}' goes to the error queue`);
       const state = readRetryState(delivery.headers);
       await this.#deadLetter(delivery, this.#failureContext(delivery, error, state, 0, state.attempts, state.history), error.part);
@@ -302,7 +315,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     try {
       message = config.codec.decode(delivery.body);
     } catch (error) {
-      const failure = error instanceof DeserializationError ? error : new DeserializationError(String((error as Error)?.message ?? error), { cause: error });
+      const failure = isInstance(error, DeserializationError) ? error : new DeserializationError(summarizeError(error).message, { cause: error });
       const context = this.#failureContext(delivery, failure, state, 0, state.attempts, state.history);
       await this.#deadLetter(delivery, context, 'deserialization');
       return;
@@ -523,7 +536,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         return;
       case 'retry-later': {
         const delayMs = Math.min(decision.delayMs, this.config.maxDelayMs);
-        const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+        const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
         this.#flow.onMessageFailed();
         if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
           this.#stats.delayedRetries++;
@@ -566,7 +579,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
     const delayMs = Math.min(requested, config.maxDelayMs);
     if (isPastDeadline(deadlineAt, failure.failedAt + delayMs)) return this.#expire(delivery, failure, dedupToken);
-    const headers = withRetryState(delivery.headers, nextRound(failure, delayMs));
+    const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
     const backoff = options.backoff ?? true;
     if (backoff) this.#flow.onMessageFailed();
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
@@ -606,14 +619,16 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   /** Hands a message back for `delayMs` without counting a delayed retry. */
   async #defer(delivery: Delivery, failure: FailureContext, delayMs: number, reason: DeferReason, failed = true): Promise<void> {
     if (failed && reason === 'budget') this.#flow.onMessageFailed();
-    const headers = withRetryState(delivery.headers, {
-      attempts: failure.attempts,
-      delayedAttempts: failure.delayedAttempt,
-      lastDelayMs: failure.lastDelayMs,
-      delayedElapsedMs: failure.delayedElapsedMs,
-      history: failure.history,
-      deadlineAt: failure.deadlineAt,
-    });
+    const headers = this.#fit(
+      withRetryState(delivery.headers, {
+        attempts: failure.attempts,
+        delayedAttempts: failure.delayedAttempt,
+        lastDelayMs: failure.lastDelayMs,
+        delayedElapsedMs: failure.delayedElapsedMs,
+        history: failure.history,
+        deadlineAt: failure.deadlineAt,
+      }),
+    );
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.deferred++;
       this.#logFailure('info', failure, `Deferring message '${delivery.id}' for ${formatDelay(delayMs)} (${reason}) instead of retrying it at once`, { delayMs, reason });
@@ -623,25 +638,33 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
 
   async #deadLetter(delivery: Delivery, failure: FailureContext, reason: string): Promise<void> {
     const { config } = this;
-    const headers = deadLetterHeaders(delivery.headers, {
-      reason,
-      error: summarizeError(failure.error),
-      at: new Date(config.clock.now()),
-      queue: delivery.queue,
-      endpoint: config.name,
-      host: config.host,
-      immediateAttempts: failure.immediateAttempt,
-      state: {
-        attempts: failure.attempts,
-        delayedAttempts: failure.delayedAttempt,
-        lastDelayMs: failure.lastDelayMs,
-        delayedElapsedMs: failure.delayedElapsedMs,
-        history: failure.history,
-        deadlineAt: failure.deadlineAt,
-      },
-      ...(failure.error instanceof ValidationError ? { validationIssues: failure.error.issues } : {}),
-    });
-    if (await this.#settle(delivery, 'deadLetter', () => delivery.deadLetter(config.errorQueue, headers))) {
+    const headers = this.#fit(
+      deadLetterHeaders(delivery.headers, {
+        reason,
+        error: summarizeError(failure.error),
+        at: new Date(config.clock.now()),
+        queue: delivery.queue,
+        endpoint: config.name,
+        host: config.host,
+        immediateAttempts: failure.immediateAttempt,
+        state: {
+          attempts: failure.attempts,
+          delayedAttempts: failure.delayedAttempt,
+          lastDelayMs: failure.lastDelayMs,
+          delayedElapsedMs: failure.delayedElapsedMs,
+          history: failure.history,
+          deadlineAt: failure.deadlineAt,
+        },
+        ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
+      }),
+    );
+    const settled = await this.#settle(
+      delivery,
+      'deadLetter',
+      () => delivery.deadLetter(config.errorQueue, headers),
+      () => delivery.deadLetter(config.errorQueue, minimalDeadLetterHeaders(headers)),
+    );
+    if (settled) {
       this.#stats.deadLettered++;
       const why = reason === 'expired' && failure.deadlineAt !== undefined ? `its deadline ${new Date(failure.deadlineAt!).toISOString()} passed or would pass before its next attempt` : 'processing failed due to an exception';
       this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because ${why}`, { reason });
@@ -649,14 +672,22 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     }
   }
 
+  /** Headers of a copy cut to the transport's header budget (see `fitHeaders`). */
+  #fit(headers: Headers): Headers {
+    return fitHeaders(headers, this.config.transport.limits ?? {});
+  }
+
   /**
    * Runs a settlement. When it fails and the delivery is still held, it is
    * tried again after the connection backoff, up to `settlementRetries`
    * times, then the message is released; while stopping it is released at
    * once. A delivery that is gone is left to the broker's redelivery.
-   * Resolves whether the settlement took effect.
+   * When the tries are spent, `fallback` (an error-queue copy without its
+   * failure history and stack, which the broker may take where it refused
+   * the full one) is tried once before the release. Resolves whether the
+   * settlement, or its fallback, took effect.
    */
-  async #settle(delivery: Delivery, action: string, settle: () => Promise<void>): Promise<boolean> {
+  async #settle(delivery: Delivery, action: string, settle: () => Promise<void>, fallback?: () => Promise<void>): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       try {
         await settle();
@@ -669,6 +700,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         }
         const retryInMs = this.#state === 'running' && attempt <= this.config.settlementRetries ? this.#settlementDelay(attempt) : undefined;
         if (retryInMs === undefined) {
+          if (fallback && this.#state === 'running' && (await this.#fallBack(delivery, action, fallback))) return true;
           await this.#releaseAfterFailure(delivery, action, error, attempt);
           return false;
         }
@@ -681,6 +713,17 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         }
       }
     }
+  }
+
+  /** Tries a settlement's fallback once; resolves whether it took effect. */
+  async #fallBack(delivery: Delivery, action: string, fallback: () => Promise<void>): Promise<boolean> {
+    try {
+      await fallback();
+    } catch {
+      return false;
+    }
+    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue, action }, `redeliver: message '${delivery.id}' could not ${action} with its full headers; it went with a minimal copy, without its failure history and stack`);
+    return true;
   }
 
   #settlementDelay(attempt: number): number {

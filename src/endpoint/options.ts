@@ -79,8 +79,9 @@ export interface EndpointOptions<T> {
    * How many times a settlement (ack, retry copy, error-queue copy) that
    * failed while the delivery is still held is tried again, waiting the
    * connection backoff between tries (1 s, then 1.6 s, 2.56 s ... ± 20 %),
-   * before the message is released back to its queue. While the endpoint
-   * stops, it is released at once. A delivery that is gone (closed channel,
+   * before the message is released back to its queue; an error-queue copy
+   * still refused then goes once as a minimal copy (no failure history, no
+   * stack) before that. While the endpoint stops, it is released at once. A delivery that is gone (closed channel,
    * lost lease) is left to the broker, which delivers it again. 0 releases at
    * once. Default 5 (about 16 s).
    */

@@ -3,6 +3,7 @@ import { truncate, userHeaders, withRetryState, type RetryState } from './retry-
 import { validationIssuesHeader } from './validation-issues.js';
 import type { ValidationIssue } from '../schema/validate.js';
 import type { Headers } from '../transport/types.js';
+import { readProperty, THREW } from '../util/thrown.js';
 
 /** The parts of a thrown value that are recorded. */
 export interface ErrorSummary {
@@ -11,18 +12,45 @@ export interface ErrorSummary {
   readonly stack: string;
 }
 
-/** Describes anything a handler may throw, bounded in size. */
+/** What a summary says in place of a part that threw when read. */
+const THROWING_GETTER = '[object with a throwing getter]';
+
+/**
+ * Describes anything a handler may throw, bounded in size and well formed.
+ * Never throws: a part whose getter throws, or a value that throws when
+ * asked what it is (a Proxy whose traps throw), is described by
+ * {@link THROWING_GETTER} instead of being converted.
+ */
 export function summarizeError(error: unknown): ErrorSummary {
-  if (error instanceof Error || (typeof error === 'object' && error !== null && 'message' in error)) {
-    const e = error as { name?: unknown; message?: unknown; stack?: unknown };
-    return {
-      name: truncate(typeof e.name === 'string' && e.name ? e.name : 'Error', 200),
-      message: truncate(safeString(e.message), LIMITS.messageChars),
-      stack: truncate(typeof e.stack === 'string' ? e.stack : '', LIMITS.stackChars),
-    };
-  }
-  return { name: 'NonError', message: truncate(safeString(error), LIMITS.messageChars), stack: '' };
+  const like = errorLike(error);
+  if (like === THREW) return { name: 'NonError', message: THROWING_GETTER, stack: '' };
+  if (!like) return { name: 'NonError', message: bounded(safeString(error), LIMITS.messageChars), stack: '' };
+  const name = readProperty(error, 'name');
+  const message = readProperty(error, 'message');
+  const stack = readProperty(error, 'stack');
+  return {
+    name: bounded(typeof name === 'string' && name ? name : 'Error', 200),
+    message: bounded(message === THREW ? THROWING_GETTER : safeString(message), LIMITS.messageChars),
+    stack: bounded(typeof stack === 'string' ? stack : '', LIMITS.stackChars),
+  };
 }
+
+/** Whether `error` is an Error or an object with a message; {@link THREW} when asking throws. */
+function errorLike(error: unknown): boolean | typeof THREW {
+  if (typeof error !== 'object' || error === null) return false;
+  try {
+    return error instanceof Error || 'message' in error;
+  } catch {
+    return THREW;
+  }
+}
+
+/** `text` cut to `max` characters, with every lone surrogate replaced, so any transport can encode it. */
+function bounded(text: string, max: number): string {
+  return truncate(text, max).replace(LONE_SURROGATE, '\uFFFD');
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** What the error-queue copy records about the final failure. */
 export interface DeadLetterFacts {
@@ -65,6 +93,7 @@ export function deadLetterHeaders(headers: Readonly<Headers>, facts: DeadLetterF
   return Object.assign(out, userHeaders(headers));
 }
 
+/** `value` as text: a primitive converted, an object by its own conversion, or a marker when that throws. */
 function safeString(value: unknown): string {
   if (typeof value === 'string') return value;
   try {

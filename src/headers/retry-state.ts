@@ -140,9 +140,16 @@ function wholeOr(value: unknown, fallback: number): number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : fallback;
 }
 
-/** Cuts `text` to `max` characters, marking the cut. */
+/** Cuts `text` to at most `max` characters, marking the cut, never between the two halves of a surrogate pair. */
 export function truncate(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`;
+  if (text.length <= max) return text;
+  let end = Math.max(0, max - 1);
+  if (end > 0 && isHighSurrogate(text.charCodeAt(end - 1))) end--;
+  return `${text.slice(0, end)}…`;
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }
 
 function isPrototypeKey(key: string): boolean {

@@ -2,7 +2,10 @@
  * Marked errors. Each carries a brand symbol registered with `Symbol.for`,
  * so an error thrown by another copy of redeliver (two versions in one
  * dependency tree) still classifies: checks use the brand, not `instanceof`.
+ * A value whose properties throw when read carries no brand.
  */
+
+import { readProperty } from '../util/thrown.js';
 
 const UNRECOVERABLE = Symbol.for('redeliver.unrecoverable');
 const RETRY_LATER = Symbol.for('redeliver.retryLater');
@@ -51,10 +54,10 @@ export function isUnrecoverableError(error: unknown): boolean {
 /** The requested delay when `error` is a {@link RetryLaterError} from any copy of redeliver. */
 export function retryLaterDelay(error: unknown): number | undefined {
   if (!hasBrand(error, RETRY_LATER)) return undefined;
-  const delay = (error as { delayMs?: unknown }).delayMs;
+  const delay = readProperty(error, 'delayMs');
   return typeof delay === 'number' ? delay : undefined;
 }
 
 function hasBrand(error: unknown, brand: symbol): boolean {
-  return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[brand] === true;
+  return typeof error === 'object' && readProperty(error, brand) === true;
 }

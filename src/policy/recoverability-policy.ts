@@ -2,8 +2,9 @@ import type { RecoverabilityConfig } from '../endpoint/config.js';
 import { guardedBackoff, guardedPredicate, UserPartError, type UserPart } from '../endpoint/guard.js';
 import { duration } from '../endpoint/validate.js';
 import type { Random } from '../time/random.js';
+import { isInstance } from '../util/thrown.js';
 import type { FailureContext } from './context.js';
-import { deadLetter, type Decision } from './decision.js';
+import { deadLetter, discard, retryLater, retryNow, type Decision } from './decision.js';
 import { withinDeadline } from './deadline.js';
 import { defaultPolicy, type DefaultPolicySettings } from './default-policy.js';
 
@@ -47,14 +48,32 @@ export function recoverabilityPolicy(config: RecoverabilityConfig, random: Rando
     settings,
     decide(failure) {
       try {
-        const decision = policy(failure);
-        if (decision?.kind === 'retry-later') duration('retry-later delay', decision.delayMs);
-        if (decision && ['retry-now', 'retry-later', 'dead-letter', 'discard'].includes(decision.kind)) return { decision: bounded(decision, failure) };
-        throw new TypeError(`the policy returned ${JSON.stringify(decision)}, not a Decision`);
+        return { decision: bounded(plainDecision(policy(failure)), failure) };
       } catch (error) {
-        const part = error instanceof UserPartError ? error.part : 'policy';
+        const part = isInstance(error, UserPartError) ? error.part : 'policy';
         return { decision: deadLetter(part), fault: { part, error } };
       }
     },
   };
+}
+
+/**
+ * What a policy answered, copied into a fresh Decision, so nothing reads the
+ * answer again; a TypeError when it is not a Decision (a retry-later delay
+ * that is not a duration, a reason that is not a string).
+ */
+function plainDecision(answer: unknown): Decision {
+  const { kind, delayMs, reason } = (answer ?? {}) as { kind?: unknown; delayMs?: unknown; reason?: unknown };
+  if (kind === 'retry-now') return retryNow();
+  if (kind === 'retry-later') return retryLater(duration('retry-later delay', delayMs));
+  if ((kind === 'dead-letter' || kind === 'discard') && typeof reason === 'string') return kind === 'dead-letter' ? deadLetter(reason) : discard(reason);
+  throw new TypeError(`the policy returned ${describe(answer)}, not a Decision`);
+}
+
+function describe(answer: unknown): string {
+  try {
+    return JSON.stringify(answer) ?? String(answer);
+  } catch {
+    return 'a value that cannot be shown';
+  }
 }

@@ -1,6 +1,8 @@
 import type { Attributes, Link, TextMapPropagator, Tracer } from '@opentelemetry/api';
 import type { MessageContext } from '../endpoint/context.js';
 import type { Handler } from '../endpoint/options.js';
+import { summarizeError } from '../headers/failure.js';
+import { isInstance } from '../util/thrown.js';
 import { otelApi } from './otel-api.js';
 import { headersGetter, W3CTraceContext } from './trace-context.js';
 
@@ -62,10 +64,11 @@ export function tracedHandler<T>(handler: Handler<T>, options: TracedHandlerOpti
       try {
         await handler(message, ctx);
       } catch (error) {
-        const name = error instanceof Error ? error.name : typeof error;
-        span.recordException(error instanceof Error ? error : String(error));
-        span.setAttribute('error.type', name);
-        span.setStatus({ code: api.SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+        const summary = summarizeError(error);
+        const isError = isInstance(error, Error);
+        span.recordException(isError ? summary : summary.message);
+        span.setAttribute('error.type', isError ? summary.name : typeof error);
+        span.setStatus({ code: api.SpanStatusCode.ERROR, message: summary.message });
         throw error;
       } finally {
         span.end();

@@ -34,6 +34,15 @@ export interface TransportLimits {
    * none.
    */
   readonly maxDelayMs?: number;
+  /**
+   * The most bytes a message's headers may take as {@link headerBytes}
+   * measures them. An endpoint builds each retry and error-queue copy to
+   * fit (see `fitHeaders`). Declared together with `headerBytes`. Default
+   * none.
+   */
+  readonly maxHeaderBytes?: number;
+  /** How many bytes `headers` take once the transport encoded them, room for what it adds of its own included. */
+  headerBytes?(headers: Readonly<Headers>): number;
 }
 
 /** A message to put on a queue. */
@@ -86,6 +95,14 @@ export interface Delivery {
    * the lease was already lost. Absent on transports without leases.
    */
   extendLease?(ms: number): Promise<void>;
+  /**
+   * Where the transport leases deliveries: whether the lease has run out by
+   * this side's reckoning (another consumer may have the message now). An
+   * endpoint checks it before running the handler, and releases a delivery
+   * whose lease ran out while it waited instead. Absent on transports
+   * without leases.
+   */
+  leaseExpired?(): boolean;
 }
 
 /** Options for {@link Transport.consume}. */

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Producer } from '../../src/producer/producer.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
 import { describeDeadlineConformance } from './deadline-cases.js';
+import { describeHostileFailureConformance } from './hostile-cases.js';
 
 export interface ConformanceTarget {
   /** Shown in the test names. */
@@ -331,4 +332,5 @@ export function describeTransportConformance(target: ConformanceTarget): void {
     });
   });
   describeDeadlineConformance(target);
+  describeHostileFailureConformance(target);
 }

@@ -4,6 +4,7 @@
  * handlers still run.
  */
 import { describe, expect, it } from 'vitest';
+import { Admission } from '../../src/endpoint/admission.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { PushTransport } from '../support/delivery-doubles.js';
@@ -116,5 +117,62 @@ describe('the endpoint enforces its concurrency', () => {
     expect(first.settledWith).toBe('ack');
     expect(gate.started).toEqual(['x']);
     expect(endpoint.stats.inFlight).toBe(0);
+  });
+});
+
+describe('a delivery whose lease ran out while it waited', () => {
+  it('is released, not run, when its slot comes', async () => {
+    const { clock, transport, gate, endpoint } = await startGated(1);
+    const a = transport.push('a');
+    const b = transport.push('b');
+    await clock.advance(0);
+    expect(gate.started).toEqual(['a']);
+    b.expireLease();
+    gate.finish('a');
+    await clock.advance(0);
+    expect([a.settledWith, b.settledWith]).toEqual(['ack', 'release']);
+    expect(gate.started).toEqual(['a']);
+    expect(endpoint.stats).toMatchObject({ handled: 1, inFlight: 0 });
+    await endpoint.stop();
+  });
+
+  it('a copy of a running id whose lease ran out is released when that handler finishes', async () => {
+    const { clock, transport, gate, endpoint } = await startGated(2);
+    transport.push('x');
+    const copy = transport.push('x');
+    await clock.advance(0);
+    copy.expireLease();
+    gate.finish('x');
+    await clock.advance(0);
+    expect(copy.settledWith).toBe('release');
+    expect(gate.started).toEqual(['x']);
+    await endpoint.stop();
+  });
+});
+
+describe('Admission', () => {
+  it('a waiting copy of a finished id does not start while the limit is 0, and starts once it rises', () => {
+    const started: string[] = [];
+    const admission = new Admission<{ id: string; n: number }>(1, (d) => started.push(`${d.id}${d.n}`));
+    const first = { id: 'a', n: 1 };
+    admission.admit(first);
+    admission.admit({ id: 'a', n: 2 });
+    admission.setLimit(0);
+    admission.finished(first);
+    expect(started).toEqual(['a1']);
+    expect(admission.held).toBe(1);
+    admission.setLimit(1);
+    expect(started).toEqual(['a1', 'a2']);
+  });
+
+  it('hands the freed slot to a waiting copy of the same id first', () => {
+    const started: string[] = [];
+    const admission = new Admission<{ id: string; n: number }>(1, (d) => started.push(`${d.id}${d.n}`));
+    const first = { id: 'a', n: 1 };
+    admission.admit(first);
+    admission.admit({ id: 'b', n: 1 });
+    admission.admit({ id: 'a', n: 2 });
+    admission.finished(first);
+    expect(started).toEqual(['a1', 'a2']);
   });
 });

@@ -12,6 +12,7 @@ import { MemoryDeduplicationStore } from '../../src/dedup/memory-store.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { drain, sendJson } from '../support/engine-harness.js';
+import { HOSTILE_VALUES } from '../support/hostile-values.js';
 import { recordingLogger } from '../support/recording-logger.js';
 
 let unhandled: unknown[] = [];
@@ -184,5 +185,84 @@ describe('a throwing logger', () => {
     expect(r.stats.handled).toBe(1);
     expect(r.stats.immediateRetries).toBe(2);
     expect(unhandled).toEqual([]);
+  });
+});
+
+describe('a hostile thrown value, with every user part reading it', () => {
+  const proxy = () => HOSTILE_VALUES.find(([name]) => name === 'a Proxy that throws on every trap')![1]();
+  const getters = () => HOSTILE_VALUES.find(([name]) => name === 'an object with throwing getters')![1]();
+  class Known extends Error {}
+
+  it.each([
+    ['a Proxy that throws on every trap', proxy],
+    ['an object with throwing getters', getters],
+  ])('%s: unrecoverable classes, listeners and a logger that read it leave its policy in charge', async (_name, make) => {
+    let calls = 0;
+    const read = (value: unknown) => String((value as { message: unknown }).message);
+    const r = await runOne({
+      recoverability: { immediateRetries: 1, delayedRetries: 1, unrecoverable: [Known] },
+      logger: { info: (f) => read((f as { err?: unknown }).err), warn: (f) => read((f as { err?: unknown }).err), error: (f) => read((f as { err?: unknown }).err) },
+      handler: () => {
+        calls++;
+        throw make();
+      },
+    });
+    expect(r.settled).toBe(true);
+    expect(calls).toBe(4);
+    expect(r.dead.map((d) => [d.headers[HEADER.failureReason], d.headers[HEADER.failureMessage]])).toEqual([['retries-exhausted', '[object with a throwing getter]']]);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('a custom policy that reads it and throws sends the message to the error queue as the policy', async () => {
+    const r = await runOne({
+      recoverability: { policy: (failure) => ({ kind: 'retry-later', delayMs: String((failure.error as Error).message).length }) },
+      handler: () => {
+        throw proxy();
+      },
+    });
+    expect(r.dead.map((d) => d.headers[HEADER.failureReason])).toEqual(['policy']);
+    expect(unhandled).toEqual([]);
+  });
+
+  it.each([
+    ['a dead-letter without a reason', { kind: 'dead-letter' }],
+    ['a discard whose reason is not a string', { kind: 'discard', reason: 42 }],
+    ['a Proxy', proxy()],
+  ])('a custom policy that answers %s sends the message to the error queue as the policy', async (_name, answer) => {
+    const r = await runOne({
+      recoverability: { policy: () => answer as never },
+      handler: () => {
+        throw new Error('boom');
+      },
+    });
+    expect(r.dead.map((d) => d.headers[HEADER.failureReason])).toEqual(['policy']);
+    expect(unhandled).toEqual([]);
+  });
+
+  it('a codec that throws one dead-letters the message as a deserialization failure', async () => {
+    const r = await runOne({
+      codec: {
+        encode: () => new Uint8Array(),
+        decode: () => {
+          throw proxy();
+        },
+      },
+    });
+    expect(r.dead.map((d) => [d.headers[HEADER.failureReason], d.headers[HEADER.failureMessage]])).toEqual([['deserialization', '[object with a throwing getter]']]);
+  });
+
+  it('a schema validator that throws one dead-letters the message as a validation failure', async () => {
+    const r = await runOne({
+      schema: {
+        '~standard': {
+          version: 1,
+          vendor: 'test',
+          validate: () => {
+            throw proxy();
+          },
+        },
+      },
+    });
+    expect(r.dead.map((d) => d.headers[HEADER.failureReason])).toEqual(['validation']);
   });
 });

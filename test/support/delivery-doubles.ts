@@ -33,6 +33,8 @@ export type Settlement = 'ack' | 'retryLater' | 'deadLetter' | 'release';
 /** A delivery the test hands out itself, recording how it was settled. */
 export interface ScriptedDelivery extends Delivery {
   readonly settledWith: Settlement | undefined;
+  /** Makes `leaseExpired()` true from now on, as when the lease ran out while the delivery waited. */
+  expireLease(): void;
 }
 
 /**
@@ -76,6 +78,7 @@ export class PushTransport implements Transport {
   push(id: string, body: unknown = {}, headers: Headers = {}): ScriptedDelivery {
     if (!this.#listener) throw new Error('nothing consumes yet');
     let settledWith: Settlement | undefined;
+    let expired = false;
     const settle = (how: Settlement) => async () => {
       if (settledWith) throw new Error(`${id} already settled with ${settledWith}`);
       settledWith = how;
@@ -93,6 +96,10 @@ export class PushTransport implements Transport {
       retryLater: settle('retryLater'),
       deadLetter: settle('deadLetter'),
       release: settle('release'),
+      leaseExpired: () => expired,
+      expireLease: () => {
+        expired = true;
+      },
     };
     this.#listener(delivery);
     return delivery;

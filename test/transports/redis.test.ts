@@ -85,6 +85,31 @@ describe.skipIf(Boolean(skip))('the Redis transport', () => {
     await second.got[0]!.delivery.ack();
   });
 
+  it('extendLease never shortens a lease, within leaseMs or past it', async () => {
+    const a = open({ consumerName: 'a' });
+    const b = open({ consumerName: 'b', pollIntervalMs: 50 });
+    for (const id of ['within', 'past']) await a.send('shorten', { id, body: text('x'), headers: {} });
+    const first = collect();
+    const holder = await a.consume('shorten', first.listener, { prefetch: 2, leaseMs: 1_000 });
+    await waitFor(() => first.got.length === 2, 5_000, 'both deliveries');
+    const [within, past] = first.got.map((g) => g.delivery) as [Delivery, Delivery];
+    await within.extendLease!(10);
+    await past.extendLease!(3_000);
+    await past.extendLease!(10);
+    // Only `b` takes over what runs out; `a` keeps its deliveries, which it can still settle.
+    await holder.close();
+    const second = collect();
+    await b.consume('shorten', second.listener, { prefetch: 2, leaseMs: 1_000 });
+    await sleep(700);
+    expect(second.got.map((g) => g.delivery.id)).toEqual([]);
+    await waitFor(() => second.got.length === 1, 5_000, 'the takeover of the one whose lease ran out');
+    expect(second.got[0]!.delivery.id).toBe('within');
+    await second.got[0]!.delivery.ack();
+    await sleep(1_000);
+    expect(second.got).toHaveLength(1);
+    await past.ack();
+  });
+
   it('keeps consuming when its stream is deleted and created again', async () => {
     const t = open();
     const got = collect();

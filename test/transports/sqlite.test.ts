@@ -13,6 +13,7 @@ import {
   SqliteTransport,
   type SqliteTransportOptions,
 } from '../../src/transports/sqlite/index.js';
+import { SCHEMA_VERSION } from '../../src/transports/sqlite/schema.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'redeliver-sqlite-'));
 let files = 0;
@@ -481,6 +482,70 @@ describe('SqliteTransport', () => {
     await expect(d.ack()).rejects.toBeInstanceOf(AlreadySettledError);
   });
 
+  /** Moves message `id` to error queue `errors` through a consumer, as an endpoint would. */
+  async function deadLetter(t: SqliteTransport, id: string): Promise<void> {
+    await t.send('work', { id, body: text(id), headers: {} });
+    const inbox = new Inbox();
+    const sub = await consume(t, 'work', inbox, 1);
+    await until(() => inbox.items.length === 1);
+    await inbox.items[0]!.deadLetter('errors', { 'redeliver-failure-queue': 'work' });
+    await sub.close();
+  }
+
+  it('never gives a new error-queue entry the key of one deleted: a stale key acts on nothing', async () => {
+    const t = transport({ path: newPath() });
+    await deadLetter(t, 'm1');
+    const [m1] = await t.errorQueue.browse('errors');
+    expect(await t.errorQueue.delete('errors', m1!.key)).toBe(true);
+    await deadLetter(t, 'm2');
+    const [m2] = await t.errorQueue.browse('errors');
+    expect(m2!.key).not.toBe(m1!.key);
+    expect(await t.errorQueue.get('errors', m1!.key)).toBeUndefined();
+    expect(await t.errorQueue.delete('errors', m1!.key)).toBe(false);
+    expect(await t.errorQueue.sendBack('errors', m1!.key)).toBeUndefined();
+    expect((await t.errorQueue.browse('errors')).map((e) => e.messageId)).toEqual(['m2']);
+  });
+
+  it('drain deletes only what it stored, while another ingester takes the same entry and a new failure arrives', async () => {
+    const path = newPath();
+    const t = transport({ path });
+    const other = transport({ path });
+    await deadLetter(t, 'm1');
+    const stored: string[] = [];
+    await t.errorQueue.drain!('errors', 10, async (entries) => {
+      stored.push(...entries.map((e) => e.messageId));
+      // Another ingester stores and deletes m1 meanwhile, and m2 fails.
+      await other.errorQueue.drain!('errors', 10, async (again) => void stored.push(...again.map((e) => e.messageId)));
+      await deadLetter(t, 'm2');
+    });
+    expect(stored).toEqual(['m1', 'm1']);
+    expect((await t.errorQueue.browse('errors')).map((e) => e.messageId)).toEqual(['m2']);
+  });
+
+  it('opens a file made with schema version 1, keeping its entries and never reusing their keys', async () => {
+    const path = newPath();
+    const old = reader(path);
+    old.exec(SCHEMA_V1);
+    old.pragma('user_version = 1');
+    const insert = old.prepare(
+      "INSERT INTO error_messages (seq, queue, id, body, headers, visible_at, enqueued_at, original_queue, failed_at, reason, error_name) VALUES (?, 'errors', ?, ?, '{}', 0, 0, 'work', 'then', 'retries-exhausted', 'Error')",
+    );
+    insert.run(1, 'old-1', Buffer.from('one'));
+    insert.run(7, 'old-7', Buffer.from('seven'));
+    old.prepare("INSERT INTO queues (name, kind) VALUES ('errors', 'error')").run();
+    const t = transport({ path });
+    const kept = await t.errorQueue.browse('errors');
+    expect(kept.map((e) => [e.key, e.messageId, new TextDecoder().decode(e.body)])).toEqual([['1', 'old-1', 'one'], ['7', 'old-7', 'seven']]);
+    expect(await t.errorQueue.delete('errors', '7')).toBe(true);
+    await deadLetter(t, 'new');
+    const [, latest] = await t.errorQueue.browse('errors');
+    expect(latest!.messageId).toBe('new');
+    expect(Number(latest!.key)).toBeGreaterThan(7);
+    expect(count(old, 'error_messages')).toBe(2);
+    expect(old.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(old.prepare('SELECT count(*) FROM sqlite_master WHERE tbl_name = ? AND type = ?').pluck().get('error_messages', 'index')).toBe(2);
+  });
+
   it('refuses a file written by a newer schema', () => {
     const path = newPath();
     const db = reader(path);
@@ -493,7 +558,7 @@ describe('SqliteTransport', () => {
     await new SqliteTransport({ path }).close();
     await new SqliteTransport({ path, durability: 'FULL' }).close();
     const db = reader(path);
-    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
   });
 });
@@ -555,6 +620,36 @@ describe('SqliteTransport leases', () => {
     expect(count(reader(path), 'messages')).toBe(0);
   });
 
+  it('leaseExpired turns true when the lease runs out, and later after extendLease', async () => {
+    const { clock, a, first } = await twoConsumersAndTwoMessages(['short', 'extended']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [short, extended] = first.items as [Delivery, Delivery];
+    expect(short.leaseExpired!()).toBe(false);
+    await advanceInSteps(clock, 500);
+    await extended.extendLease!(2_000);
+    await advanceInSteps(clock, 600);
+    expect(short.leaseExpired!()).toBe(true);
+    expect(extended.leaseExpired!()).toBe(false);
+    await advanceInSteps(clock, 1_400);
+    expect(extended.leaseExpired!()).toBe(true);
+  });
+
+  it('extendLease never shortens the lease', async () => {
+    const { path, clock, a, b, first, second } = await twoConsumersAndTwoMessages(['held', 'other']);
+    await consume(a, 'work', first, 2);
+    await until(() => first.items.length === 2);
+    const [held, other] = first.items as [Delivery, Delivery];
+    await other.ack();
+    // The lease runs to 1000 ms; asking for 10 ms more must not bring it forward.
+    await held.extendLease!(10);
+    await consume(b, 'work', second, 1);
+    await advanceInSteps(clock, 900);
+    expect(second.items).toHaveLength(0);
+    await held.ack();
+    expect(count(reader(path), 'messages')).toBe(0);
+  });
+
   it('a handler keeps its message with ctx.extendLease past the lease', async () => {
     const { path, clock, a, b, second } = await twoConsumersAndTwoMessages(['slow', 'other']);
     let extend!: () => void;
@@ -604,3 +699,22 @@ describe('SqliteTransport leases', () => {
     await inbox.items[0]!.ack();
   });
 });
+
+/** The store's schema as redeliver 0.1 wrote it (user_version 1): error-queue keys without AUTOINCREMENT. */
+const SCHEMA_V1 = `
+CREATE TABLE queues (name TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('queue', 'error'))) WITHOUT ROWID;
+CREATE TABLE messages (
+  seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, headers TEXT NOT NULL,
+  visible_at INTEGER NOT NULL, deliveries INTEGER NOT NULL DEFAULT 0, lease INTEGER, enqueued_at INTEGER NOT NULL
+);
+CREATE INDEX messages_due ON messages (queue, visible_at);
+CREATE TABLE error_messages (
+  seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, headers TEXT NOT NULL,
+  visible_at INTEGER NOT NULL, deliveries INTEGER NOT NULL DEFAULT 0, lease INTEGER, enqueued_at INTEGER NOT NULL,
+  original_queue TEXT, failed_at TEXT, reason TEXT, error_name TEXT
+);
+CREATE INDEX error_messages_due ON error_messages (queue, visible_at);
+CREATE INDEX error_messages_reason ON error_messages (queue, reason, error_name);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('lease_token', 0);
+`;

@@ -46,6 +46,26 @@ export function encodeNatsHeaders(id: string, headers: Readonly<Headers>, extra?
   return out;
 }
 
+/**
+ * The header bytes a retry or error-queue copy's own headers may take: the
+ * server refuses a message whose headers pass 64 KiB, and 2 KiB stay free
+ * for what a settlement adds (the message id twice, as
+ * `redeliver-message-id` and within `Nats-Msg-Id`, and the delay).
+ */
+export const MAX_COPY_HEADER_BYTES = 62 * 1024;
+
+/** The bytes `headers` take on the wire once encoded (values percent-encoded where needed), the message id aside. */
+export function encodedHeaderBytes(headers: Readonly<Headers>): number {
+  return headerBytes(encodeNatsHeaders('', headers));
+}
+
+/** The bytes the headers take on the wire, about: `name: value\r\n` each, plus the status line. */
+export function headerBytes(hdrs: MsgHdrs): number {
+  let bytes = 12;
+  for (const name of hdrs.keys()) for (const value of hdrs.values(name)) bytes += name.length + Buffer.byteLength(value) + 4;
+  return bytes;
+}
+
 /** What a stored message says about itself. */
 export interface DecodedMessage {
   /** The message id, or undefined when the message has none of redeliver's (not written by redeliver). */

@@ -1,6 +1,7 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
+import { leaseMargin } from '../../transport/lease.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { AckInfo } from './ack-subject.js';
 import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
@@ -130,6 +131,11 @@ export class JetStreamDelivery implements Delivery {
     if (ms > this.#ackWaitMs) void this.#keepWorking(this.#owner.clock.monotonic() + ms);
   }
 
+  /** Whether the `ack_wait` ran out (less the margin for the time on the wire): another consumer may have the message. */
+  leaseExpired(): boolean {
+    return this.#leaseRanOut();
+  }
+
   async #workingOn(): Promise<void> {
     const sentAt = this.#owner.clock.monotonic();
     await this.#owner.confirm(this.reply, '+WPI');
@@ -191,11 +197,11 @@ export class JetStreamDelivery implements Delivery {
 
 /**
  * When a lease that the server started at `startedAt` (monotonic) is taken
- * as run out on this side: `ackWaitMs` later, less a margin for the time on
- * the wire of a tenth of it, at most 250 ms.
+ * as run out on this side: `ackWaitMs` later, less the shared margin for the
+ * time on the wire ({@link leaseMargin}).
  */
 export function leaseEnd(startedAt: number, ackWaitMs: number): number {
-  return startedAt + ackWaitMs - Math.min(250, Math.floor(ackWaitMs / 10));
+  return startedAt + ackWaitMs - leaseMargin(ackWaitMs);
 }
 
 function checked(headers: Headers, what: string): Headers {

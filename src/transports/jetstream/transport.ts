@@ -4,7 +4,7 @@ import { checkListener, checkPrefetch, checkQueue } from '../../transport/argume
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { HEADER } from '../../headers/names.js';
-import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
+import { DELAY_HEADER, encodedHeaderBytes, encodeNatsHeaders, headerBytes, MAX_COPY_HEADER_BYTES } from './codec.js';
 import { openClients, type JetStreamClients } from './connection.js';
 import type { DeliveryOwner } from './delivery.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
@@ -36,8 +36,11 @@ import { TurnFlush } from './turn-flush.js';
 export class JetStreamTransport implements Transport {
   readonly name = 'jetstream';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: false };
-  /** Delays wait in the server; the movers' waits for them are timers, which hold at most 2^31-1 ms. */
-  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS });
+  /**
+   * Delays wait in the server; the movers' waits for them are timers, which
+   * hold at most 2^31-1 ms. Headers: see {@link MAX_COPY_HEADER_BYTES}.
+   */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS, maxHeaderBytes: MAX_COPY_HEADER_BYTES, headerBytes: encodedHeaderBytes });
   /** The stream, subject and consumer names of this transport's prefix. */
   readonly names: JetStreamNames;
   readonly #options: ResolvedJetStreamOptions;
@@ -244,12 +247,6 @@ function noStreamAnswered(error: unknown): boolean {
   return /no responders|JetStreamNotEnabled|503/i.test(`${String(e?.name)} ${String(e?.message)} ${String(e?.code)}`);
 }
 
-/** The bytes the headers take on the wire, about: `name: value\r\n` each, plus the status line. */
-function headerBytes(hdrs: MsgHdrs): number {
-  let bytes = 12;
-  for (const name of hdrs.keys()) for (const value of hdrs.values(name)) bytes += name.length + Buffer.byteLength(value) + 4;
-  return bytes;
-}
 
 function checkMessage(message: OutgoingMessage): OutgoingMessage {
   if (typeof message !== 'object' || message === null) throw new TypeError('send: message must be an object');

@@ -1,5 +1,6 @@
-import { MAX_TIMER_MS } from '../../time/clock.js';
+import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
+import { leaseMargin } from '../../transport/lease.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
 import { AlreadySettledError, DeliveryGoneError, SettlementRefusedError } from './errors.js';
@@ -7,6 +8,8 @@ import type { SettleOp, SettleResult } from './settler.js';
 
 /** What a delivery needs from the consumer that handed it out. */
 export interface DeliveryOwner {
+  /** The clock this side reckons leases by. */
+  readonly clock: Clock;
   /** Sends the settlement with the others of this turn. */
   settle(op: SettleOp): Promise<SettleResult>;
   /** Extends the lease of `entryId`; resolves whether it was still held. */
@@ -31,10 +34,13 @@ const ACTIONS = { a: 'ack', r: 'retryLater', d: 'deadLetter', l: 'release' } as 
  * One delivery of a stream entry, held in the consumer group's pending
  * entries list under this consumer's name with a delivery count. Every
  * settlement checks both on the server, so one made after the lease was
- * taken over changes nothing.
+ * taken over changes nothing. The lease runs `leaseMs` from when the entry
+ * was read or claimed; this side takes it as run out a little sooner.
  */
 export class RedisDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
+  /** Monotonic time at which this side takes the lease as run out. */
+  #leaseUntil: number;
   #state = HELD;
   #counted = false;
   #leaseWatched = false;
@@ -51,8 +57,10 @@ export class RedisDelivery implements Delivery {
     readonly id: string,
     readonly body: Buffer,
     readonly headers: Readonly<Headers>,
+    leaseMs: number,
   ) {
     this.#owner = owner;
+    this.#leaseUntil = owner.clock.monotonic() + leaseMs - leaseMargin(leaseMs);
   }
 
   get deliveryCount(): number {
@@ -83,7 +91,8 @@ export class RedisDelivery implements Delivery {
   }
 
   /**
-   * Keeps the delivery `ms` more milliseconds from other consumers. Rejects
+   * Keeps the delivery `ms` more milliseconds from other consumers, or
+   * longer when its lease already ends later (a lease never shortens). Rejects
    * with a `DeliveryGoneError` when the lease was already taken over, and an
    * `AlreadySettledError` once settled.
    */
@@ -92,7 +101,14 @@ export class RedisDelivery implements Delivery {
     if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
       throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
     }
+    const sentAt = this.#owner.clock.monotonic();
     if (!(await this.#owner.extend(this.entryId, this.pendingCount, ms))) throw new DeliveryGoneError('extendLease', this.id, this.queue);
+    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms - leaseMargin(ms));
+  }
+
+  /** Whether the lease ran out by this side's reckoning: another consumer may have claimed the entry. */
+  leaseExpired(): boolean {
+    return this.#owner.clock.monotonic() > this.#leaseUntil;
   }
 
   /**

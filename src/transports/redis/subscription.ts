@@ -153,6 +153,10 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     });
   }
 
+  get clock(): Clock {
+    return this.#s.clock;
+  }
+
   async extend(entryId: string, count: number, ms: number): Promise<boolean> {
     const s = this.#s;
     const reply = await s.scripts.run(EXTEND, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, entryId, count, ms, s.leaseMs]);
@@ -292,7 +296,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     const { entry, problem } = decodeDelivered(raw);
     if (problem !== undefined) s.logger?.warn({ queue: s.queue, entryId: entry.entryId }, `redis: ${problem}; delivered with its stream id as message id and no headers`);
     this.#outstanding++;
-    const delivery = new RedisDelivery(this, s.queue, entry.entryId, count, entry.inherited, entry.id, Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength), entry.headers);
+    const delivery = new RedisDelivery(this, s.queue, entry.entryId, count, entry.inherited, entry.id, Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength), entry.headers, s.leaseMs);
     if (this.#state !== RUNNING) {
       // Read after a pause or close: back to the end of the stream, this delivery not counted.
       this.settle({ kind: 'l', entryId: entry.entryId, count, inherit: count - 1 }).then(() => this.settled(), () => this.settled());

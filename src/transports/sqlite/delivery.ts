@@ -2,11 +2,13 @@ import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
 import type { LeasedRow, WriteOp } from './committer.js';
 import { AlreadySettledError } from './errors.js';
-import { MAX_TIMER_MS } from '../../time/clock.js';
+import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 
 /** What a delivery needs from the consumer that handed it out. */
 export interface DeliveryOwner {
+  /** The transport's clock, which lease ends are written in. */
+  readonly clock: Clock;
   /** Writes the settlement in the next group commit. */
   settle(op: WriteOp): Promise<void>;
   /** Writes a lease extension in the next group commit. */
@@ -33,6 +35,8 @@ export class SqliteDelivery implements Delivery, LeasedRow {
   /** @internal the lease token of the claim. */
   readonly lease: number;
   readonly #owner: DeliveryOwner;
+  /** When the lease ends at the earliest, on the transport's clock. */
+  #leaseUntil: number;
   #state = HELD;
   #counted = false;
 
@@ -46,6 +50,7 @@ export class SqliteDelivery implements Delivery, LeasedRow {
     body: Buffer,
     headers: Readonly<Headers>,
     deliveryCount: number,
+    leaseUntil: number,
   ) {
     this.#owner = owner;
     this.kind = kind;
@@ -56,6 +61,7 @@ export class SqliteDelivery implements Delivery, LeasedRow {
     this.body = body;
     this.headers = headers;
     this.deliveryCount = deliveryCount;
+    this.#leaseUntil = leaseUntil;
   }
 
   ack(): Promise<void> {
@@ -83,16 +89,25 @@ export class SqliteDelivery implements Delivery, LeasedRow {
   }
 
   /**
-   * Moves the end of the lease to `ms` from now. Rejects with
-   * `LeaseLostError` when another consumer has the message, and with
-   * `AlreadySettledError` once the delivery is settled.
+   * Moves the end of the lease to `ms` from now, unless it already ends
+   * later: a lease never shortens. Rejects with `LeaseLostError` when
+   * another consumer has the message, and with `AlreadySettledError` once
+   * the delivery is settled.
    */
   extendLease(ms: number): Promise<void> {
     if (this.#state === SETTLED) return Promise.reject(new AlreadySettledError(this.queue, this.id));
     if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
       return Promise.reject(new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`));
     }
-    return this.#owner.extend({ type: 'extend', row: this, leaseMs: ms });
+    const sentAt = this.#owner.clock.now();
+    return this.#owner.extend({ type: 'extend', row: this, leaseMs: ms }).then(() => {
+      this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms);
+    });
+  }
+
+  /** Whether the lease has run out: another consumer may have claimed the row. */
+  leaseExpired(): boolean {
+    return this.#owner.clock.now() >= this.#leaseUntil;
   }
 
   /**

@@ -3,7 +3,7 @@ import { SYNC_BUSY_WAIT_MS } from './busy.js';
 import type { ResolvedSqliteOptions } from './options.js';
 
 /** The schema version this code writes, kept in SQLite's `user_version`. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /**
  * The store. Times are epoch milliseconds from the transport's clock.
@@ -15,6 +15,9 @@ export const SCHEMA_VERSION = 1;
  *   every index entry with the rowid, which `seq` is, so it is not listed.
  * - `error_messages`: the error queues, with the failure facts copied out of
  *   the `redeliver-failure-*` headers into columns an operator can query.
+ *   `seq` is an entry's key, AUTOINCREMENT so it is never given to another
+ *   entry: an operator's key, or an ingester's, acts on its own entry or on
+ *   none.
  * - `queues`: every queue name seen, and whether it is an error queue.
  * - `meta`: counters, such as the source of lease tokens.
  */
@@ -38,7 +41,7 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_due ON messages (queue, visible_at);
 
 CREATE TABLE IF NOT EXISTS error_messages (
-  seq INTEGER PRIMARY KEY,
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
   queue TEXT NOT NULL,
   id TEXT NOT NULL,
   body BLOB NOT NULL,
@@ -84,7 +87,8 @@ export function openDatabase(options: ResolvedSqliteOptions): Database.Database 
             `SqliteTransport: ${options.path} has schema version ${version}, newer than this redeliver's ${SCHEMA_VERSION}; upgrade redeliver`,
           );
         }
-        db.exec(SCHEMA);
+        if (version === 1) keepErrorKeysUnique(db);
+        else db.exec(SCHEMA);
         if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate();
     }
@@ -94,4 +98,27 @@ export function openDatabase(options: ResolvedSqliteOptions): Database.Database 
     db.close();
     throw error;
   }
+}
+
+/** The columns of `error_messages`, the same in every schema version. */
+const ERROR_COLUMNS = 'seq, queue, id, body, headers, visible_at, deliveries, lease, enqueued_at, original_queue, failed_at, reason, error_name';
+
+/**
+ * Version 1 to 2: `error_messages.seq` becomes AUTOINCREMENT. SQLite cannot
+ * alter a key, so the table is rebuilt: renamed, created anew (with its
+ * indexes) by the schema, its rows copied with their keys, and dropped. The
+ * new table's counter starts after the highest key kept. Runs inside the
+ * schema transaction, in place of creating the schema.
+ */
+function keepErrorKeysUnique(db: Database.Database): void {
+  db.exec(`
+    DROP INDEX IF EXISTS error_messages_due;
+    DROP INDEX IF EXISTS error_messages_reason;
+    ALTER TABLE error_messages RENAME TO error_messages_v1;
+  `);
+  db.exec(SCHEMA);
+  db.exec(`
+    INSERT INTO error_messages (${ERROR_COLUMNS}) SELECT ${ERROR_COLUMNS} FROM error_messages_v1;
+    DROP TABLE error_messages_v1;
+  `);
 }

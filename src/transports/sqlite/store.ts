@@ -62,7 +62,7 @@ class TableStatements {
       .pluck(true);
     this.remove = db.prepare(`DELETE FROM ${table} WHERE seq = ? AND lease = ?`);
     this.release = db.prepare(`UPDATE ${table} SET visible_at = ?, lease = NULL WHERE seq = ? AND lease = ?`);
-    this.extend = db.prepare(`UPDATE ${table} SET visible_at = ? WHERE seq = ? AND lease = ?`);
+    this.extend = db.prepare(`UPDATE ${table} SET visible_at = max(visible_at, ?) WHERE seq = ? AND lease = ?`);
     this.unclaim = db.prepare(
       `UPDATE ${table} SET visible_at = ?, lease = NULL, deliveries = deliveries - 1 WHERE seq = ? AND lease = ?`,
     );
@@ -229,7 +229,7 @@ export class Store {
     return true;
   }
 
-  /** Moves the end of a row's lease to `leaseUntil`; false when the lease no longer holds. */
+  /** Moves the end of a row's lease to `leaseUntil` unless it already ends later (a lease never shortens); false when the lease no longer holds. */
   extend(kind: QueueKind, seq: number, lease: number, leaseUntil: number): boolean {
     return this.#tables[kind].extend.run(leaseUntil, seq, lease).changes === 1;
   }

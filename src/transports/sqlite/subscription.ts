@@ -131,6 +131,10 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     await this.#returnBuffer();
   }
 
+  get clock(): Clock {
+    return this.#s.clock;
+  }
+
   settle(op: WriteOp): Promise<void> {
     const written = this.#s.commit.write(op);
     if (!this.#settlingSinceClaim) {
@@ -184,7 +188,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
       this.#buffered--;
       if (batch.next === batch.rows.length) this.#buffer.shift();
       this.#outstanding++;
-      if (batch.leaseUntil - now >= s.leaseMs) this.#handOut(row, batch.token);
+      if (batch.leaseUntil - now >= s.leaseMs) this.#handOut(row, batch.token, batch.leaseUntil);
       else this.#renewAndHandOut(row, batch.token);
       if (this.#state !== RUNNING) return;
     }
@@ -253,10 +257,11 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   #renewAndHandOut(row: ClaimedRow, lease: number): void {
     const s = this.#s;
     const leased = { kind: this.#kind, queue: s.queue, id: row.id, seq: row.seq, lease };
+    const leaseUntil = s.clock.now() + s.leaseMs;
     const renewal = s.commit.write({ type: 'extend', row: leased, leaseMs: s.leaseMs }).then(
       () => {
         if (this.#state === RUNNING) {
-          this.#handOut(row, lease);
+          this.#handOut(row, lease, leaseUntil);
           return;
         }
         // Paused or closed meanwhile: give the row back as it was, as the buffer is given back.
@@ -273,8 +278,8 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     while (this.#renewals.size > 0) await Promise.all(this.#renewals);
   }
 
-  /** Hands out a row already counted in `#outstanding`. */
-  #handOut(row: ClaimedRow, lease: number): void {
+  /** Hands out a row already counted in `#outstanding`, its lease ending no sooner than `leaseUntil`. */
+  #handOut(row: ClaimedRow, lease: number, leaseUntil: number): void {
     const s = this.#s;
     const delivery = new SqliteDelivery(
       this,
@@ -286,6 +291,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
       row.body,
       parseHeaders(row.headers),
       row.deliveries,
+      leaseUntil,
     );
     try {
       s.listener(delivery);

@@ -1,0 +1,43 @@
+/**
+ * Redis and JetStream deliveries reckon their lease on this side, from the
+ * transport's clock, for `Delivery.leaseExpired`: the lease (less a small
+ * margin for the wire) from when the delivery was handed out, moved by
+ * `extendLease`. No broker: the deliveries get fake owners.
+ */
+import { describe, expect, it } from 'vitest';
+import { FakeClock } from '../../src/time/fake-clock.js';
+import { JetStreamDelivery } from '../../src/transports/jetstream/delivery.js';
+import type { QueueNames } from '../../src/transports/jetstream/names.js';
+import { RedisDelivery } from '../../src/transports/redis/delivery.js';
+
+describe('Delivery.leaseExpired', () => {
+  it('Redis: runs out a margin before leaseMs, and extendLease moves it to ms from when it was sent', async () => {
+    const clock = new FakeClock(0);
+    const owner = { clock, settle: async () => 1 as const, extend: async () => true, settled: () => undefined };
+    const delivery = new RedisDelivery(owner, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 10_000);
+    await clock.advance(9_750);
+    expect(delivery.leaseExpired()).toBe(false);
+    await clock.advance(1);
+    expect(delivery.leaseExpired()).toBe(true);
+    await delivery.extendLease(20_000);
+    await clock.advance(19_750);
+    expect(delivery.leaseExpired()).toBe(false);
+    await clock.advance(1);
+    expect(delivery.leaseExpired()).toBe(true);
+  });
+
+  it("JetStream: runs out a margin before ack_wait, and extendLease restarts it", async () => {
+    const clock = new FakeClock(0);
+    const owner = { clock, confirm: async () => undefined, publish: async () => undefined, errorQueueSubject: async () => 'e', settled: () => undefined };
+    const names = { queue: 'q' } as QueueNames;
+    const info = { stream: 's', consumer: 'c', delivered: 1, streamSeq: 1, storedAtMs: 0 };
+    const delivery = new JetStreamDelivery(owner, names, info, '$JS.ACK.x', 'm', new Uint8Array(), {}, 1_000);
+    await clock.advance(900);
+    expect(delivery.leaseExpired()).toBe(false);
+    await delivery.extendLease(1_000);
+    await clock.advance(900);
+    expect(delivery.leaseExpired()).toBe(false);
+    await clock.advance(1);
+    expect(delivery.leaseExpired()).toBe(true);
+  });
+});
