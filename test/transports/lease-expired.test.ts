@@ -13,7 +13,7 @@ import { RedisDelivery } from '../../src/transports/redis/delivery.js';
 describe('Delivery.leaseExpired', () => {
   it('Redis: runs out a margin before leaseMs, and extendLease moves it to ms from when it was sent', async () => {
     const clock = new FakeClock(0);
-    const owner = { clock, settle: async () => 1 as const, extend: async () => true, settled: () => undefined };
+    const owner = { clock, settle: async () => 1 as const, extend: async () => true, settled: () => undefined, heldAfterFailure: () => undefined };
     const delivery = new RedisDelivery(owner, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 10_000);
     await clock.advance(9_750);
     expect(delivery.leaseExpired()).toBe(false);
@@ -31,7 +31,7 @@ describe('Delivery.leaseExpired', () => {
     const owner = { clock, confirm: async () => undefined, publish: async () => undefined, errorQueueSubject: async () => 'e', settled: () => undefined };
     const names = { queue: 'q' } as QueueNames;
     const info = { stream: 's', consumer: 'c', delivered: 1, streamSeq: 1, storedAtMs: 0 };
-    const delivery = new JetStreamDelivery(owner, names, info, '$JS.ACK.x', 'm', new Uint8Array(), {}, 1_000);
+    const delivery = new JetStreamDelivery(owner, names, info, '$JS.ACK.x', 'm', new Uint8Array(), {}, 1_000, clock.monotonic());
     await clock.advance(900);
     expect(delivery.leaseExpired()).toBe(false);
     await delivery.extendLease(1_000);

@@ -6,10 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import { RedisDelivery, type DeliveryOwner } from '../../src/transports/redis/delivery.js';
 import type { SettleResult } from '../../src/transports/redis/settler.js';
+import { FakeClock } from '../../src/time/fake-clock.js';
 
 function owner(results: (SettleResult | Error)[]) {
   const calls = { settled: 0, leaseWatched: [] as (() => void)[] };
   const o: DeliveryOwner = {
+    clock: new FakeClock(0),
     settle: async () => {
       const next = results.shift()!;
       if (next instanceof Error) throw next;
@@ -22,7 +24,7 @@ function owner(results: (SettleResult | Error)[]) {
   return { o, calls };
 }
 
-const delivery = (o: DeliveryOwner) => new RedisDelivery(o, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {});
+const delivery = (o: DeliveryOwner) => new RedisDelivery(o, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 30_000);
 
 describe('a Redis delivery and its prefetch slot', () => {
   it('keeps its slot while failed settlements leave the entry held, and frees it once one is done', async () => {
