@@ -30,6 +30,7 @@ export { DeadlineExpiredError, type OnExpired } from './policy/deadline.js';
 
 export { HEADER, LIMITS } from './headers/names.js';
 export { readRetryState, type RetryState, type FailureRecord } from './headers/retry-state.js';
+export { readFailureFacts, type FailureFacts } from './headers/failure.js';
 
 export { jsonCodec, bytesCodec, type Codec } from './codec.js';
 export type { Logger } from './logger.js';
@@ -51,7 +52,7 @@ export type {
   Headers,
 } from './transport/types.js';
 export { isDeliveryGone, type DeliveryGone } from './transport/delivery-gone.js';
-export type { ErrorEntry, ErrorQueueOperations, SendBackOptions, BrowseOptions } from './transport/error-queue.js';
+export type { ErrorEntry, ErrorQueueOperations, SendBackOptions, BrowseOptions, ScanOptions, BulkOptions, BulkSendBackOptions, BulkSummary } from './transport/error-queue.js';
 export { SendBackRefusedError, isSendBackRefused, type SendBackRefusal } from './operations/send-back-destination.js';
 export {
   encodeReplayOutcome,

@@ -22,7 +22,7 @@ class Inventory extends EventEmitter {
 class OrderHandlers {
   constructor(@Inject(Inventory) private readonly inventory: Inventory) {}
 
-  // Throwing retries 3 times, 1, 2 and 3 s later (± 10 %), then moves the order to the error queue.
+  // Throwing retries 3 times, no sooner than 1, 2 and 3 s later (± 10 %), then moves the order to the error queue.
   @Handle<Order>('orders', { recoverability: nesbusRetry({ retryCount: 3, factor: 1, delayType: 'linear' }) })
   placed(order: Order): void {
     this.inventory.reserve(order);
