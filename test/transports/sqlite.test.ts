@@ -242,6 +242,30 @@ describe('SqliteTransport', () => {
     expect(count(db, 'error_messages')).toBe(1);
   });
 
+  it('a dead-letter that rolled back leaves its error queue unregistered, in memory as in the file', async () => {
+    const path = newPath();
+    const t = transport({ path });
+    await t.send('q', { id: 'first', body: text('x'), headers: {} });
+    const inbox = new Inbox();
+    await consume(t, 'q', inbox);
+    await until(() => inbox.items.length === 1);
+    const db = reader(path);
+    db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON error_messages BEGIN SELECT RAISE(ABORT, 'refused by test'); END`);
+    await expect(inbox.items[0]!.deadLetter('q.error', {})).rejects.toThrow(/refused by test/);
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBeUndefined();
+
+    // The name is still no error queue: a send to it is a work-queue message.
+    await t.send('q.error', { id: 'plain', body: text('y'), headers: {} });
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBe('queue');
+    expect(db.prepare(`SELECT id FROM messages WHERE queue = 'q.error'`).pluck().all()).toEqual(['plain']);
+
+    // Once a dead-letter commits, the name is an error queue in the file, with the earlier row moved along.
+    db.exec('DROP TRIGGER refuse');
+    await inbox.items[0]!.deadLetter('q.error', {});
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBe('error');
+    expect(db.prepare(`SELECT id FROM error_messages WHERE queue = 'q.error' ORDER BY seq`).pluck().all()).toEqual(['plain', 'first']);
+  });
+
   it('one refused write in a group commit fails alone; the others commit', async () => {
     const path = newPath();
     const t = transport({ path });

@@ -104,7 +104,7 @@ export class GroupCommit {
     this.#clock = clock;
     this.#onDue = onDue;
     this.#busyTimeoutMs = busyTimeoutMs;
-    this.#apply = store.db.transaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
+    this.#apply = store.immediateTransaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
       for (let i = 0; i < writes.length; i++) {
         const w = writes[i]!;
         ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
@@ -116,7 +116,7 @@ export class GroupCommit {
         results[i] = { ...claim, now, nextDue: claim.rows.length === 0 ? store.nextDue(kind, queue) : undefined };
       }
       return results;
-    }).immediate;
+    });
   }
 
   /** Queues a write for the next commit; resolves once it is committed. */
