@@ -9,6 +9,8 @@ import type { ClaimedRow, QueueKind, Store } from './store.js';
 /** What a consumer needs to run. */
 export interface ConsumerSettings {
   readonly queue: string;
+  /** The queue's kind when the consumer starts, as registered in the file. */
+  readonly kind: QueueKind;
   readonly listener: DeliveryListener;
   readonly prefetch: number;
   readonly leaseMs: number;
@@ -72,8 +74,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   constructor(settings: ConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
-    this.#kind = settings.store.kindOf(settings.queue);
+    this.#kind = settings.kind;
   }
 
   /** Starts consuming. */
