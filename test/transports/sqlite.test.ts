@@ -374,6 +374,21 @@ describe('SqliteTransport', () => {
     expect(clock.pending).toBe(1);
   });
 
+  it('a forward step of the wall clock wakes a consumer for a message it made due, without waiting for the poll', async () => {
+    const clock = new FakeClock(10_000);
+    const t = transport({ path: newPath(), clock, pollIntervalMs: 60_000 });
+    const inbox = new Inbox(clock);
+    await consume(t, 'stepped', inbox);
+    await t.send('stepped', { id: 'later', body: text('x'), headers: {}, delayMs: 30_000 });
+    await until(() => clock.pending === 1);
+
+    // The wall clock is set 30 s forward: the message is due now, by the clock that decides due-ness.
+    clock.stepWall(30_000);
+    await clock.advance(1_000);
+    await until(() => inbox.items.length > 0);
+    expect(inbox.items.map((d) => d.id)).toEqual(['later']);
+  });
+
   it('waits on one timer however many messages are delayed', async () => {
     const clock = new FakeClock(0);
     const t = transport({ path: ':memory:', clock });
