@@ -127,8 +127,10 @@ export class SqliteTransport implements Transport {
     const o = this.#options;
     const leaseMs = leaseOption('consume leaseMs', options.leaseMs, o.leaseMs);
     // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
-    await this.#commit.write({ type: 'register', queue });
-    if (this.#closed) throw new TransportClosedError('consume');
+    if (this.#store.peekKind(queue) === undefined) {
+      await this.#commit.write({ type: 'register', queue });
+      if (this.#closed) throw new TransportClosedError('consume');
+    }
     const sub = new SqliteSubscription({
       queue,
       kind: this.#store.peekKind(queue) ?? 'queue',
