@@ -88,4 +88,24 @@ describe('eviction', () => {
     rmSync(dir, { recursive: true, force: true });
     expect(n).toBe(0);
   });
+
+  it('the SQLite store prunes across processes: many short runs of fewer than 1 000 ids each leave no expired rows behind', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'redeliver-dedup-'));
+    const path = join(dir, 'dedup.db');
+    const windowMs = 1_000;
+    const runs = 20;
+    const last = (runs - 1) * 10_000;
+    for (let run = 0; run < runs; run++) {
+      // Each run is a process of its own, opening the file, handling 999 ids, and exiting.
+      const store = new SqliteDeduplicationStore({ path, windowMs });
+      const now = run * 10_000;
+      for (let i = 0; i < 999; i++) await store.complete(`r${run}-${i}`, token(await store.begin(`r${run}-${i}`, now, 100)), now);
+      store.close();
+    }
+    const db = new Database(path, { readonly: true });
+    const expired = db.prepare('SELECT count(*) FROM redeliver_dedup WHERE at < ?').pluck().get(last - windowMs);
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+    expect(expired).toBe(0);
+  });
 });

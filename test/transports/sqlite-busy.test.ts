@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, expect, it } from 'vitest';
 import { bytesCodec } from '../../src/codec.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
+import { FakeClock } from '../../src/time/fake-clock.js';
 import type { Delivery } from '../../src/transport/types.js';
 import { DatabaseBusyError, SqliteDeduplicationStore, SqliteTransport } from '../../src/transports/sqlite/index.js';
 
@@ -186,4 +187,28 @@ it('the deduplication store waits out another process\'s write lock without stal
   expect(stallMs).toBeLessThan(250);
   expect(claimed.outcome).toBe('claimed');
   expect((await store.begin('a', 3_000, 30_000)).outcome).toBe('duplicate');
+});
+
+it('consume() on a queue new to the file waits out another connection\'s write lock, as a send does', async () => {
+  const path = join(dir, 'consume-new-queue.db');
+  const clock = new FakeClock(1_000);
+  const transport = new SqliteTransport({ path, clock, pollIntervalMs: 60_000 });
+  cleanups.push(() => transport.close());
+  const other = new Database(path);
+  cleanups.push(() => void other.close());
+
+  // Another connection holds the write lock for 300 ms of the transport's clock.
+  other.exec('BEGIN IMMEDIATE');
+  const sent = transport.send('sent', { id: 's', body: new Uint8Array([1]), headers: {} });
+  const consumed = transport.consume('fresh', () => undefined, { prefetch: 1 });
+  const outcomes: string[] = [];
+  sent.then(() => outcomes.push('sent'), (e) => outcomes.push(`send failed: ${e}`));
+  consumed.then(() => outcomes.push('consumed'), (e) => outcomes.push(`consume failed: ${e}`));
+  await clock.advance(300);
+  expect(outcomes).toEqual([]);
+  other.exec('COMMIT');
+  await clock.advance(100);
+
+  expect(outcomes.sort()).toEqual(['consumed', 'sent']);
+  expect(other.prepare(`SELECT kind FROM queues WHERE name = 'fresh'`).pluck().get()).toBe('queue');
 });

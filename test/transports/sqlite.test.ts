@@ -243,6 +243,30 @@ describe('SqliteTransport', () => {
     expect(count(db, 'error_messages')).toBe(1);
   });
 
+  it('a dead-letter that rolled back leaves its error queue unregistered, in memory as in the file', async () => {
+    const path = newPath();
+    const t = transport({ path });
+    await t.send('q', { id: 'first', body: text('x'), headers: {} });
+    const inbox = new Inbox();
+    await consume(t, 'q', inbox);
+    await until(() => inbox.items.length === 1);
+    const db = reader(path);
+    db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON error_messages BEGIN SELECT RAISE(ABORT, 'refused by test'); END`);
+    await expect(inbox.items[0]!.deadLetter('q.error', {})).rejects.toThrow(/refused by test/);
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBeUndefined();
+
+    // The name is still no error queue: a send to it is a work-queue message.
+    await t.send('q.error', { id: 'plain', body: text('y'), headers: {} });
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBe('queue');
+    expect(db.prepare(`SELECT id FROM messages WHERE queue = 'q.error'`).pluck().all()).toEqual(['plain']);
+
+    // Once a dead-letter commits, the name is an error queue in the file, with the earlier row moved along.
+    db.exec('DROP TRIGGER refuse');
+    await inbox.items[0]!.deadLetter('q.error', {});
+    expect(db.prepare(`SELECT kind FROM queues WHERE name = 'q.error'`).pluck().get()).toBe('error');
+    expect(db.prepare(`SELECT id FROM error_messages WHERE queue = 'q.error' ORDER BY seq`).pluck().all()).toEqual(['plain', 'first']);
+  });
+
   it('one refused write in a group commit fails alone; the others commit', async () => {
     const path = newPath();
     const t = transport({ path });
@@ -349,6 +373,21 @@ describe('SqliteTransport', () => {
     // Each one at its due time exactly: never early, and not late on a fake clock.
     inbox.items.forEach((d, i) => expect(inbox.at[i]).toBe(Number(d.headers['due'])));
     expect(clock.pending).toBe(1);
+  });
+
+  it('a forward step of the wall clock wakes a consumer for a message it made due, without waiting for the poll', async () => {
+    const clock = new FakeClock(10_000);
+    const t = transport({ path: newPath(), clock, pollIntervalMs: 60_000 });
+    const inbox = new Inbox(clock);
+    await consume(t, 'stepped', inbox);
+    await t.send('stepped', { id: 'later', body: text('x'), headers: {}, delayMs: 30_000 });
+    await until(() => clock.pending === 1);
+
+    // The wall clock is set 30 s forward: the message is due now, by the clock that decides due-ness.
+    clock.stepWall(30_000);
+    await clock.advance(1_000);
+    await until(() => inbox.items.length > 0);
+    expect(inbox.items.map((d) => d.id)).toEqual(['later']);
   });
 
   it('waits on one timer however many messages are delayed', async () => {

@@ -23,6 +23,7 @@ export interface EncodedMessage {
 
 /** One write waiting for the next group commit. */
 export type WriteOp =
+  | { readonly type: 'register'; readonly queue: string }
   | { readonly type: 'send'; readonly queue: string; readonly messages: readonly EncodedMessage[] }
   | { readonly type: 'ack'; readonly row: LeasedRow }
   | { readonly type: 'retry'; readonly row: LeasedRow; readonly headers: string; readonly delayMs: number }
@@ -69,7 +70,8 @@ export type DueListener = (queue: string, dueAt: number) => void;
 
 /**
  * Group commit. Writes requested in the same turn of the event loop (sends,
- * acks, retries, dead-letters, releases) are applied in one transaction, and
+ * acks, retries, dead-letters, releases, a consumer's first registration of
+ * its queue) are applied in one transaction, and
  * each caller's promise settles only after that transaction commits: batching
  * costs latency, never durability. Consumers' claims ride in the same
  * transaction, after the writes, so a consumer that just acked a batch takes
@@ -104,7 +106,7 @@ export class GroupCommit {
     this.#clock = clock;
     this.#onDue = onDue;
     this.#busyTimeoutMs = busyTimeoutMs;
-    this.#apply = store.db.transaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
+    this.#apply = store.immediateTransaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
       for (let i = 0; i < writes.length; i++) {
         const w = writes[i]!;
         ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
@@ -116,12 +118,12 @@ export class GroupCommit {
         results[i] = { ...claim, now, nextDue: claim.rows.length === 0 ? store.nextDue(kind, queue) : undefined };
       }
       return results;
-    }).immediate;
+    });
   }
 
   /** Queues a write for the next commit; resolves once it is committed. */
   write(op: WriteOp): Promise<void> {
-    if (this.#closed) return Promise.reject(new TransportClosedError(op.type === 'send' ? 'send' : 'settle a delivery'));
+    if (this.#closed) return Promise.reject(new TransportClosedError(purposeOf(op)));
     return new Promise<void>((resolve, reject) => {
       this.#writes.push({ op, at: op.type === 'ack' ? 0 : this.#clock.now(), resolve, reject });
       this.#schedule();
@@ -226,7 +228,7 @@ export class GroupCommit {
         resolve();
         const due = dueOf(op, at);
         if (due !== undefined) this.#onDue(due.queue, due.at);
-      } else if (op.type !== 'send') {
+      } else if ('row' in op) {
         reject(new LeaseLostError(op.row.queue, op.row.id));
       }
     }
@@ -247,6 +249,9 @@ export class GroupCommit {
     // A delay counts from when the write was requested, not from the commit; a lease from the commit.
     const store = this.#store;
     switch (op.type) {
+      case 'register':
+        store.kindOf(op.queue);
+        return true;
       case 'send': {
         const kind = store.kindOf(op.queue);
         for (const m of op.messages) store.insert(kind, op.queue, m.id, m.body, m.headers, requestedAt + m.delayMs, requestedAt);
@@ -296,8 +301,21 @@ function dueOf(op: WriteOp, requestedAt: number): { queue: string; at: number } 
       return { queue: op.row.queue, at: requestedAt };
     case 'unclaim':
       return { queue: op.row.queue, at: op.dueAt };
+    case 'register':
     case 'ack':
     case 'extend':
       return undefined;
+  }
+}
+
+/** What a write refused by a closed transport was for, as its error says. */
+function purposeOf(op: WriteOp): string {
+  switch (op.type) {
+    case 'register':
+      return 'consume';
+    case 'send':
+      return 'send';
+    default:
+      return 'settle a delivery';
   }
 }

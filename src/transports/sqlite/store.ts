@@ -95,8 +95,10 @@ export class Store {
   readonly #retryError: Database.Statement<
     [string, number, string | null, string | null, string | null, string | null, number, number]
   >;
-  /** Kinds known to be final: a name that became an error queue stays one. */
+  /** Kinds known to be final: a name that became an error queue, in a committed transaction, stays one. */
   readonly #errorQueues = new Set<string>();
+  /** Error queues seen inside the running transaction: remembered only once it commits. */
+  readonly #uncommittedErrorQueues = new Set<string>();
 
   constructor(db: Database.Database) {
     this.db = db;
@@ -137,23 +139,36 @@ export class Store {
     );
   }
 
+  /**
+   * `fn` as a function that runs it in one immediate (write) transaction.
+   * The error queues it registers or finds are remembered once the
+   * transaction commits, and forgotten if it rolls back.
+   */
+  immediateTransaction<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+    const run = this.db.transaction(fn).immediate;
+    return (...args: A): R => {
+      try {
+        const result = run(...args);
+        for (const queue of this.#uncommittedErrorQueues) this.#errorQueues.add(queue);
+        return result;
+      } finally {
+        this.#uncommittedErrorQueues.clear();
+      }
+    };
+  }
+
   /** The kind of `queue`, registering it as a work queue when it is new. */
   kindOf(queue: string): QueueKind {
-    if (this.#errorQueues.has(queue)) return 'error';
-    const kind = this.#kind.get(queue);
-    if (kind === 'error') {
-      this.#errorQueues.add(queue);
-      return 'error';
-    }
+    const kind = this.peekKind(queue);
     if (kind === undefined) this.#registerQueue.run(queue);
-    return 'queue';
+    return kind ?? 'queue';
   }
 
   /** The kind of `queue` as stored, without registering it. */
   peekKind(queue: string): QueueKind | undefined {
     if (this.#errorQueues.has(queue)) return 'error';
     const kind = this.#kind.get(queue);
-    if (kind === 'error') this.#errorQueues.add(queue);
+    if (kind === 'error') this.#rememberErrorQueue(queue);
     return kind;
   }
 
@@ -166,7 +181,12 @@ export class Store {
     this.#registerError.run(queue);
     this.#moveToErrors.run(queue);
     this.#deleteQueue.run(queue);
-    this.#errorQueues.add(queue);
+    this.#rememberErrorQueue(queue);
+  }
+
+  /** Remembers that `queue` is an error queue: at once outside a transaction, at its commit inside one. */
+  #rememberErrorQueue(queue: string): void {
+    (this.db.inTransaction ? this.#uncommittedErrorQueues : this.#errorQueues).add(queue);
   }
 
   /** Puts a message on `queue` of the given kind, due at `visibleAt`. */

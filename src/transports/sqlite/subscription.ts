@@ -9,6 +9,8 @@ import type { ClaimedRow, QueueKind, Store } from './store.js';
 /** What a consumer needs to run. */
 export interface ConsumerSettings {
   readonly queue: string;
+  /** The queue's kind when the consumer starts, as registered in the file. */
+  readonly kind: QueueKind;
   readonly listener: DeliveryListener;
   readonly prefetch: number;
   readonly leaseMs: number;
@@ -30,6 +32,13 @@ interface ClaimedBatch {
   readonly leaseUntil: number;
 }
 
+/**
+ * The longest an idle consumer sleeps before it reads the wall clock again:
+ * a row that the wall clock, set forward, made due is claimed at most this
+ * late.
+ */
+const WALL_CLOCK_CHECK_MS = 1_000;
+
 const RUNNING = 0;
 const PAUSED = 1;
 const CLOSED = 2;
@@ -43,7 +52,9 @@ const CLOSED = 2;
  * When nothing is due it waits with a single wake-up for the earliest due
  * time of its queue, or the poll interval (for writes by other processes),
  * whichever is sooner; a write in this process that is due sooner cuts the
- * wait short. There is no timer per waiting message.
+ * wait short. There is no timer per waiting message. The wake-up reads the
+ * wall clock at least every {@link WALL_CLOCK_CHECK_MS}, so a wall clock set
+ * forward does not leave a message that became due waiting for the poll.
  */
 export class SqliteSubscription implements Subscription, DeliveryOwner {
   readonly #s: ConsumerSettings;
@@ -72,8 +83,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
   constructor(settings: ConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
-    this.#kind = settings.store.kindOf(settings.queue);
+    this.#kind = settings.kind;
   }
 
   /** Starts consuming. */
@@ -213,7 +223,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
         () => {
           // The store was busy past its timeout, or is closing: try again after a poll interval.
           this.#claim = undefined;
-          if (this.#state === RUNNING) this.#sleepFor(s.pollIntervalMs);
+          if (this.#state === RUNNING) this.#idle(undefined);
         },
       );
     this.#claim = claim;
@@ -241,10 +251,7 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     }
     // Every slot is taken: the next settlement looks again.
     if (this.#outstanding >= this.#prefetch) return;
-    const now = s.clock.now();
-    const poll = now + s.pollIntervalMs;
-    const next = result.nextDue;
-    this.#sleepFor(Math.max(0, (next === undefined || next > poll ? poll : next) - now));
+    this.#idle(result.nextDue);
   }
 
   /**
@@ -301,21 +308,38 @@ export class SqliteSubscription implements Subscription, DeliveryOwner {
     }
   }
 
-  /** Waits `ms`, or less if something due sooner is written in this process, then looks again. */
-  #sleepFor(ms: number): void {
+  /**
+   * Waits until `nextDue` (undefined: nothing waits in the queue) or one
+   * poll interval, whichever is sooner, then looks again; a write in this
+   * process due sooner cuts the wait short. Due times are wall time and the
+   * poll interval is monotonic time, so the wait is slept in slices of at
+   * most {@link WALL_CLOCK_CHECK_MS}, each measured from the wall clock
+   * again: a wall clock set forward is noticed at the end of the slice.
+   */
+  #idle(nextDue: number | undefined): void {
     this.#cancelWake();
+    const { clock, pollIntervalMs } = this.#s;
     const controller = new AbortController();
     this.#wake = controller;
-    this.#wakeAt = this.#s.clock.now() + ms;
-    this.#s.clock.sleep(ms, controller.signal).then(
-      () => {
-        if (this.#wake !== controller) return;
-        this.#wake = undefined;
-        this.#wakeAt = Infinity;
-        this.#pump();
-      },
-      () => undefined,
-    );
+    this.#wakeAt = Math.min(nextDue ?? Infinity, clock.now() + pollIntervalMs);
+    const pollAt = clock.monotonic() + pollIntervalMs;
+    const sleepSlice = (): void => {
+      const ms = Math.min(WALL_CLOCK_CHECK_MS, pollAt - clock.monotonic(), this.#wakeAt - clock.now());
+      clock.sleep(Math.max(0, ms), controller.signal).then(
+        () => {
+          if (this.#wake !== controller) return;
+          if (clock.monotonic() < pollAt && clock.now() < this.#wakeAt) {
+            sleepSlice();
+            return;
+          }
+          this.#wake = undefined;
+          this.#wakeAt = Infinity;
+          this.#pump();
+        },
+        () => undefined,
+      );
+    };
+    sleepSlice();
   }
 
   #cancelWake(): void {

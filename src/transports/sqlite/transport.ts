@@ -125,11 +125,18 @@ export class SqliteTransport implements Transport {
     checkListener(listener);
     const prefetch = checkPrefetch(options?.prefetch, 'consume');
     const o = this.#options;
+    const leaseMs = leaseOption('consume leaseMs', options.leaseMs, o.leaseMs);
+    // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
+    if (this.#store.peekKind(queue) === undefined) {
+      await this.#commit.write({ type: 'register', queue });
+      if (this.#closed) throw new TransportClosedError('consume');
+    }
     const sub = new SqliteSubscription({
       queue,
+      kind: this.#store.peekKind(queue) ?? 'queue',
       listener,
       prefetch,
-      leaseMs: leaseOption('consume leaseMs', options.leaseMs, o.leaseMs),
+      leaseMs,
       batchSize: o.batchSize,
       pollIntervalMs: o.pollIntervalMs,
       clock: o.clock,
