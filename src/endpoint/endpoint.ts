@@ -620,14 +620,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   async #defer(delivery: Delivery, failure: FailureContext, delayMs: number, reason: DeferReason, failed = true): Promise<void> {
     if (failed && reason === 'budget') this.#flow.onMessageFailed();
     const headers = this.#fit(
-      withRetryState(delivery.headers, {
-        attempts: failure.attempts,
-        delayedAttempts: failure.delayedAttempt,
-        lastDelayMs: failure.lastDelayMs,
-        delayedElapsedMs: failure.delayedElapsedMs,
-        history: failure.history,
-        deadlineAt: failure.deadlineAt,
-      }),
+      withRetryState(delivery.headers, retryStateOf(failure)),
     );
     if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
       this.#stats.deferred++;
@@ -647,14 +640,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         endpoint: config.name,
         host: config.host,
         immediateAttempts: failure.immediateAttempt,
-        state: {
-          attempts: failure.attempts,
-          delayedAttempts: failure.delayedAttempt,
-          lastDelayMs: failure.lastDelayMs,
-          delayedElapsedMs: failure.delayedElapsedMs,
-          history: failure.history,
-          deadlineAt: failure.deadlineAt,
-        },
+        state: retryStateOf(failure),
         ...(isInstance(failure.error, ValidationError) ? { validationIssues: failure.error.issues } : {}),
       }),
     );
@@ -854,4 +840,16 @@ export function formatDelay(ms: number): string {
   const total = Math.round(ms / 1000);
   const pad = (n: number) => String(n).padStart(2, '0');
   return `${pad(Math.floor(total / 3600))}:${pad(Math.floor((total % 3600) / 60))}:${pad(total % 60)}`;
+}
+
+/** The retry state a copy of a failed message carries: where its failure left it. */
+function retryStateOf(failure: FailureContext): RetryState {
+  return {
+    attempts: failure.attempts,
+    delayedAttempts: failure.delayedAttempt,
+    lastDelayMs: failure.lastDelayMs,
+    delayedElapsedMs: failure.delayedElapsedMs,
+    history: failure.history,
+    deadlineAt: failure.deadlineAt,
+  };
 }
