@@ -19,6 +19,8 @@ export interface RetryContext {
   readonly logger: Logger;
   readonly maxFailures: number;
   readonly claimMs: number;
+  /** How long a job run or an edit holds its job or request id without renewing, ms. */
+  readonly leaseMs: number;
 }
 
 /**

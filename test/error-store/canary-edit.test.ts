@@ -135,4 +135,34 @@ describe('edit and retry', () => {
     await expect(jobs.editAndRetry('entry-1', { body: Buffer.from('{}'), by: 'bob', requestId: 'r2' }, { to: 'nowhere' })).rejects.toThrow("no queue 'nowhere' exists");
     expect(store.get('entry-1')!.status).toBe('failed');
   });
+
+  it('the same edit submitted from two processes (two store connections) is sent once; the second answers with the first one\'s outcome', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 1);
+    const other = ErrorStore.open(store.path);
+    closers.push(() => other.close());
+    const body = Buffer.from('{"n":0,"fixed":true}');
+    const requestId = editRequestId('entry-0', body, undefined);
+    const results = await Promise.all([
+      new RetryJobs({ store, transport }).editAndRetry('entry-0', { body, by: 'alice', requestId }),
+      new RetryJobs({ store: other, transport }).editAndRetry('entry-0', { body, by: 'alice', requestId }),
+    ]);
+    expect(results.map((r) => r.duplicate).sort()).toEqual([false, true]);
+    expect(results.every((r) => r.sentTo === 'orders' && r.messageId === 'order-0')).toBe(true);
+    const db = new Database(transport.path, { readonly: true });
+    const copies = db.prepare<[], number>(`SELECT count(*) FROM messages WHERE queue = 'orders'`).pluck(true).get();
+    db.close();
+    expect(copies).toBe(1);
+    expect(listEdits({ store: other }, 'entry-0')).toHaveLength(1);
+  });
+
+  it('an edit whose send failed is recorded as failed; the same request id tried again sends it', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 1);
+    const jobs = new RetryJobs({ store, transport });
+    const edit = { body: Buffer.from('{}'), by: 'alice', requestId: 'r-retry' };
+    await expect(jobs.editAndRetry('entry-0', edit, { to: 'nowhere' })).rejects.toThrow("no queue 'nowhere' exists");
+    expect(listEdits({ store }, 'entry-0')).toEqual([]);
+    expect(await jobs.editAndRetry('entry-0', edit)).toEqual({ sentTo: 'orders', messageId: 'order-0', duplicate: false });
+  });
 });
