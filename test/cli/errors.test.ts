@@ -182,7 +182,7 @@ describe('errors list, show and export (read only)', () => {
       errorQueue: 'error',
       originalQueue: 'orders',
       signature: { errorName: 'ValidationError', reason: 'unrecoverable' },
-      failure: { reason: 'unrecoverable', errorName: 'ValidationError', attempts: '1' },
+      failure: { reason: 'unrecoverable', errorName: 'ValidationError', attempts: '1', replayCount: 0 },
       body: { encoding: 'utf8', text: '{"kind":"invalid","n":2}', size: 24, truncated: false },
     });
     expect(json.failure.message).toBe('order 2 has an invalid sku "SKU-26"');
