@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import type { Transport } from '../transport/types.js';
 import { redactCredentials } from '../util/redact.js';
@@ -73,10 +74,16 @@ export function buildProgram(io?: Partial<CliIo>): Command {
       writeOut: (text) => void resolved.stdout.write(text),
       writeErr: (text) => void resolved.stderr.write(redactCredentials(text)),
     })
+    .version(packageVersion(), '-V, --version', 'print the version of redeliver')
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
   ioByProgram.set(program, resolved);
   return program;
+}
+
+/** The version in redeliver's package.json (two folders up from src/cli/ and from dist/cli/ alike). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 }
 
 /**
