@@ -12,7 +12,7 @@ import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { QueueKind } from '../transport/inspection.js';
 import type { Transport } from '../transport/types.js';
-import { CanaryController, checkCanaryOptions, type CanaryOptions, type CanaryView } from './canary.js';
+import { CanaryController, checkCanaryOptions, type CanaryOptions, type CanaryView, type OutcomeCounts } from './canary.js';
 import { editAndRetry, type EditRequest, type EditResult } from './edit.js';
 import { checkFilter, filterSql, type EntryFilter } from './filter.js';
 import { RateLimiter } from './rate-limiter.js';
@@ -304,6 +304,8 @@ class JobRun {
   readonly #onProgress: ((view: RetryJobView) => void) | undefined;
   readonly #limiter: RateLimiter;
   readonly #canary: CanaryController | undefined;
+  /** The outcomes of the entries this job sent, read from the store now (canary replays only). */
+  readonly #outcomes: (() => OutcomeCounts) | undefined;
   readonly #kinds = new Map<string, QueueKind>();
   readonly #inFlight = new Set<Promise<void>>();
   /** Wakes the sender waiting for a free slot. */
@@ -329,11 +331,12 @@ class JobRun {
     this.#onProgress = options.onProgress;
     this.#limiter = new RateLimiter(this.#context.clock, this.#options.ratePerSecond ?? Infinity);
     if (this.#options.canary) {
-      const outcomes = this.#context.store.database.prepare<[string], { sent: number; handled: number; failedAgain: number }>(
+      const outcomes = this.#context.store.database.prepare<[string], OutcomeCounts>(
         `SELECT count(*) AS sent, coalesce(sum(e.outcome = 'handled'), 0) AS handled, coalesce(sum(e.outcome = 'failed-again'), 0) AS failedAgain
          FROM retry_job_items i JOIN entries e ON e.seq = i.seq WHERE i.job_id = ? AND i.result = 'sent'`,
       );
-      this.#canary = new CanaryController(this.#options.canary, this.#context.clock, this.#limiter, () => outcomes.get(this.#id)!);
+      this.#outcomes = () => outcomes.get(this.#id)!;
+      this.#canary = new CanaryController(this.#options.canary, this.#context.clock, this.#limiter, this.#outcomes);
     }
   }
 
@@ -583,8 +586,13 @@ class JobRun {
     this.#onProgress?.(viewOf(db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!));
   }
 
+  /**
+   * The canary's view as recorded with the job: its rate, and the outcome
+   * counts read now, inside the transaction that records the job's counters,
+   * so the two agree in every report (the controller reads them only once a window).
+   */
   #canaryJson(): string | null {
-    return this.#canary ? JSON.stringify(this.#canary.view) : null;
+    return this.#canary && this.#outcomes ? JSON.stringify({ ...this.#canary.view, ...this.#outcomes() }) : null;
   }
 }
 

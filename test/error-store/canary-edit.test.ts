@@ -69,12 +69,27 @@ describe('canary replay', () => {
     const job = await jobs.create({ filter: { errorQueue: 'error' } }, { by: 'ops', canary: { startRate: 1, growth: 2, windowMs: 1_000 } });
     let view: Awaited<ReturnType<RetryJobs['run']>> | undefined;
     const progress: number[] = [];
-    void jobs.run(job.id, { onProgress: (v) => progress.push(v.canary!.rate) }).then((v) => (view = v));
+    const lagging: string[] = [];
+    const consistent = (v: NonNullable<typeof view>) => {
+      // The canary's counters are read with the job's: never behind its totals.
+      if (v.canary!.sent !== v.sent || v.canary!.handled + v.canary!.failedAgain > v.sent) lagging.push(`sent ${v.sent}: canary ${JSON.stringify(v.canary)}`);
+    };
+    void jobs
+      .run(job.id, {
+        onProgress: (v) => {
+          progress.push(v.canary!.rate);
+          consistent(v);
+        },
+      })
+      .then((v) => (view = v));
     expect(await clock.runUntil(() => view !== undefined, 600_000)).toBe(true);
 
     expect(view!.state).toBe('stopped');
     expect(view!.stopReason).toMatch(/^\d+ of \d+ messages sent back failed again .*the cause is not fixed/);
     expect(view!.canary).toMatchObject({ handled: HEALTHY });
+    consistent(view!);
+    consistent(jobs.get(job.id)!);
+    expect(lagging).toEqual([]);
     expect(view!.canary!.failedAgain).toBeGreaterThanOrEqual(1);
     // The rate grew while messages were handled.
     expect(Math.max(...progress)).toBeGreaterThanOrEqual(4);
