@@ -95,7 +95,7 @@ export interface RetryJobsOptions {
   readonly transport: Transport;
   /** Default the system clock. */
   readonly clock?: Clock;
-  /** For job ids. Default `Math.random`. */
+  /** For job, run and edit attempt ids. Default `Math.random`. */
   readonly random?: Random;
   /** Default silent. */
   readonly logger?: Logger;
