@@ -14,6 +14,7 @@ import { HEADER } from '../../src/headers/names.js';
 import { UnrecoverableError } from '../../src/policy/errors.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+import type { Transport } from '../../src/transport/types.js';
 import { failureHeaders, scratchDir } from './support.js';
 
 const closers: (() => unknown)[] = [];
@@ -174,10 +175,19 @@ describe('edit and retry', () => {
   it('an edit whose send failed is recorded as failed; the same request id tried again sends it', async () => {
     const { transport, store } = await setup();
     await fill(store, 1);
-    const jobs = new RetryJobs({ store, transport });
+    let down = true;
+    const flaky: Transport = Object.assign(Object.create(transport) as Transport, {
+      send: (queue: string, message: Parameters<Transport['send']>[1]) => (down ? Promise.reject(new Error('connection refused')) : transport.send(queue, message)),
+    });
+    Object.defineProperty(flaky, 'inspection', { get: () => transport.inspection });
+    const jobs = new RetryJobs({ store, transport: flaky });
     const edit = { body: Buffer.from('{}'), by: 'alice', requestId: 'r-retry' };
-    await expect(jobs.editAndRetry('entry-0', edit, { to: 'nowhere' })).rejects.toThrow("no queue 'nowhere' exists");
+    await expect(jobs.editAndRetry('entry-0', edit)).rejects.toThrow('connection refused');
+    expect(store.database.prepare(`SELECT state, error FROM edits WHERE request_id = 'r-retry'`).get()).toEqual({ state: 'failed', error: 'connection refused' });
+    expect(store.get('entry-0')!.status).toBe('failed');
     expect(listEdits({ store }, 'entry-0')).toEqual([]);
+    down = false;
     expect(await jobs.editAndRetry('entry-0', edit)).toEqual({ sentTo: 'orders', messageId: 'order-0', duplicate: false });
+    expect(listEdits({ store }, 'entry-0')).toHaveLength(1);
   });
 });
