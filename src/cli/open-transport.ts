@@ -16,6 +16,9 @@ export const REDIS_PREFIX_ENV = 'REDELIVER_REDIS_PREFIX';
 /** The environment variable that holds the stream prefix of a `nats://` target; default `redeliver`, the transport's. */
 export const NATS_PREFIX_ENV = 'REDELIVER_NATS_PREFIX';
 
+/** The environment variable that holds the `topologyPrefix` of an `amqp://` target (CLI `--topology-prefix`); default `redeliver`, the transport's. */
+export const RABBITMQ_PREFIX_ENV = 'REDELIVER_RABBITMQ_PREFIX';
+
 /** How long connecting to a `nats://` target may take before the command gives up, ms. */
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
@@ -38,7 +41,8 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
 
 /**
  * Opens the transport a command works on: an `amqp://` or `amqps://` URL is
- * RabbitMQ, a `redis://` or `rediss://` URL is Redis (its keys under the
+ * RabbitMQ (its topology, and the marks that tell error queues, under the
+ * prefix `env.REDELIVER_RABBITMQ_PREFIX`, or the default), a `redis://` or `rediss://` URL is Redis (its keys under the
  * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), a `nats://` URL is
  * NATS JetStream (its streams under the prefix `env.REDELIVER_NATS_PREFIX`,
  * or the default), anything else a SQLite file, which must exist.
@@ -53,7 +57,13 @@ export async function openTransport(target: string, env: Readonly<Record<string,
     } catch (error) {
       throw new UsageError(`RabbitMQ needs the amqplib package: npm install amqplib (${(error as Error).message})`);
     }
-    return new module.RabbitMqTransport({ url: target, connectionName: 'redeliver-cli' });
+    const topologyPrefix = env[RABBITMQ_PREFIX_ENV] || undefined;
+    try {
+      return new module.RabbitMqTransport({ url: target, connectionName: 'redeliver-cli', ...(topologyPrefix === undefined ? {} : { topologyPrefix }) });
+    } catch (error) {
+      if (error instanceof RangeError) throw new UsageError(`${error.message} (the topology prefix comes from --topology-prefix or ${RABBITMQ_PREFIX_ENV})`);
+      throw error;
+    }
   }
   if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL, a redis:// URL or a nats:// URL)`);
   const { SqliteTransport } = await import('../transports/sqlite/index.js');

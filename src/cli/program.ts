@@ -1,7 +1,8 @@
-import { Command, CommanderError } from 'commander';
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { Transport } from '../transport/types.js';
 import { redactCredentials } from '../util/redact.js';
-import { openTransport, UsageError } from './open-transport.js';
+import { openTransport, RABBITMQ_PREFIX_ENV, UsageError } from './open-transport.js';
 
 /** Where a command writes: a process stream, or anything with `write` (tests collect the text). */
 export interface OutputStream {
@@ -32,7 +33,7 @@ export interface CliIo {
   readonly trapSignals?: boolean;
   /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file, an amqp://, a redis:// or a nats:// URL. */
   readonly openTransport?: (target: string) => Promise<Transport>;
-  /** Where `REDELIVER_URL` is read (the target of a command given `-` or none), `REDELIVER_REDIS_PREFIX` and `REDELIVER_NATS_PREFIX`. Default `process.env`. */
+  /** Where `REDELIVER_URL` is read (the target of a command given `-` or none), `REDELIVER_REDIS_PREFIX`, `REDELIVER_NATS_PREFIX` and `REDELIVER_RABBITMQ_PREFIX` (which `--topology-prefix` overrides). Default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -73,10 +74,27 @@ export function buildProgram(io?: Partial<CliIo>): Command {
       writeOut: (text) => void resolved.stdout.write(text),
       writeErr: (text) => void resolved.stderr.write(redactCredentials(text)),
     })
+    .version(packageVersion(), '-V, --version', 'print the version of redeliver')
+    .option('--topology-prefix <prefix>', `the topologyPrefix of the RabbitMQ transport of an amqp:// target (default redeliver; or $${RABBITMQ_PREFIX_ENV})`, nonEmpty)
     .showHelpAfterError('(add --help for usage)')
-    .exitOverride();
+    .exitOverride()
+    // The flag, given before or after the command, wins over the environment for every command that opens a target.
+    .hook('preAction', () => {
+      const prefix = program.opts<{ topologyPrefix?: string }>().topologyPrefix;
+      if (prefix !== undefined) ioByProgram.set(program, { ...resolved, env: { ...resolved.env, [RABBITMQ_PREFIX_ENV]: prefix } });
+    });
   ioByProgram.set(program, resolved);
   return program;
+}
+
+function nonEmpty(value: string): string {
+  if (value === '') throw new InvalidArgumentError('expected a prefix');
+  return value;
+}
+
+/** The version in redeliver's package.json (two folders up from src/cli/ and from dist/cli/ alike). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 }
 
 /**

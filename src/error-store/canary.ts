@@ -12,7 +12,7 @@ import type { RateLimiter } from './rate-limiter.js';
 export interface CanaryOptions {
   /** Sends per second once the first message was handled. Default 1. */
   readonly startRate?: number;
-  /** The fastest it goes, sends per second. Default 500. */
+  /** The fastest it goes, sends per second. Default {@link DEFAULT_CANARY_MAX_RATE}. */
   readonly maxRate?: number;
   /** The rate is multiplied by this after each window in which messages were handled and none failed again. Default 2. */
   readonly growth?: number;
@@ -44,11 +44,14 @@ export interface OutcomeCounts {
   readonly failedAgain: number;
 }
 
+/** The fastest a canary replay goes unless told, sends per second. */
+export const DEFAULT_CANARY_MAX_RATE = 500;
+
 /** Throws a RangeError naming the first bad canary option. */
 export function checkCanaryOptions(options: CanaryOptions): Required<CanaryOptions> {
   const resolved = {
     startRate: options.startRate ?? 1,
-    maxRate: options.maxRate ?? 500,
+    maxRate: options.maxRate ?? DEFAULT_CANARY_MAX_RATE,
     growth: options.growth ?? 2,
     windowMs: options.windowMs ?? 1_000,
     outcomeTimeoutMs: options.outcomeTimeoutMs ?? 60_000,

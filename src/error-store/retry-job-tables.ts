@@ -1,17 +1,23 @@
 /**
  * The tables retry jobs keep next to the entries:
  * - `retry_jobs`: one row per job: who asked, the selection, the options,
- *   the snapshot cut-off, counters, state;
+ *   the snapshot cut-off, counters, state, and the run that holds the job
+ *   (`run_id`) until when (`lease_until`): one run at a time, in any process;
  * - `retry_job_items`: the job's snapshot, one row per entry (by `seq`),
  *   with what happened to it (`sent`, `already-handled`, `refused`,
  *   `failed`; NULL while pending). A resumed job continues with the
  *   pending rows, so it never sends an entry twice unless a crash fell
  *   between a send and its record (see docs/error-store.md).
- * - `edits`: each edit-and-retry, keyed by its request id.
+ * - `edits`: each edit-and-retry, keyed by its request id, recorded
+ *   `sending` (until `until`) before the copy is sent, then `sent` or
+ *   `failed` (with the `error`).
+ *
+ * {@link RETRY_TABLES_V1} is their first layout, which schema step 2
+ * creates (earlier builds created it on first use) and then extends.
  */
-import type Database from 'better-sqlite3';
 
-const TABLES = `
+/** The retry tables as schema version 1 created them on first use. */
+export const RETRY_TABLES_V1 = `
 CREATE TABLE IF NOT EXISTS retry_jobs (
   id TEXT PRIMARY KEY,
   created_at INTEGER NOT NULL,
@@ -52,12 +58,3 @@ CREATE TABLE IF NOT EXISTS edits (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS edits_by_key ON edits (key);
 `;
-
-const ready = new WeakSet<Database.Database>();
-
-/** Creates the tables on first use of a store file. */
-export function ensureRetryTables(db: Database.Database): void {
-  if (ready.has(db)) return;
-  db.exec(TABLES);
-  ready.add(db);
-}

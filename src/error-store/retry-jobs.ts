@@ -12,11 +12,10 @@ import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { QueueKind } from '../transport/inspection.js';
 import type { Transport } from '../transport/types.js';
-import { CanaryController, checkCanaryOptions, type CanaryOptions, type CanaryView } from './canary.js';
+import { CanaryController, checkCanaryOptions, type CanaryOptions, type CanaryView, type OutcomeCounts } from './canary.js';
 import { editAndRetry, type EditRequest, type EditResult } from './edit.js';
 import { checkFilter, filterSql, type EntryFilter } from './filter.js';
 import { RateLimiter } from './rate-limiter.js';
-import { ensureRetryTables } from './retry-job-tables.js';
 import { destinationOf, type RetryContext } from './send-back.js';
 import type { ErrorStore } from './store.js';
 
@@ -96,7 +95,7 @@ export interface RetryJobsOptions {
   readonly transport: Transport;
   /** Default the system clock. */
   readonly clock?: Clock;
-  /** For job ids. Default `Math.random`. */
+  /** For job, run and edit attempt ids. Default `Math.random`. */
   readonly random?: Random;
   /** Default silent. */
   readonly logger?: Logger;
@@ -104,6 +103,12 @@ export interface RetryJobsOptions {
   readonly maxConsecutiveFailures?: number;
   /** How long a job's claim on an entry lasts, ms; a crashed job's entries can be retried by others after it. Default 300 000. */
   readonly claimMs?: number;
+  /**
+   * How long a run holds its job without renewing, ms: a run renews its
+   * lease every third of it, and another run of the job (in any process) is
+   * refused until it runs out. Default 30 000.
+   */
+  readonly leaseMs?: number;
 }
 
 /** Sends in flight at most per job. */
@@ -127,6 +132,8 @@ interface JobRow {
   state: RetryJobState;
   stop_reason: string | null;
   canary: string | null;
+  run_id: string | null;
+  lease_until: number | null;
 }
 
 interface StoredOptions {
@@ -142,7 +149,6 @@ type Result = NonNullable<RetryJobItem['result']>;
 export function listRetryJobs(store: ErrorStore, options: { limit?: number } = {}): RetryJobView[] {
   const limit = options.limit ?? 50;
   if (!(Number.isSafeInteger(limit) && limit >= 1 && limit <= 1_000)) throw new RangeError('limit must be a whole number from 1 to 1000');
-  ensureRetryTables(store.database);
   return store.database.prepare<[number], JobRow>('SELECT * FROM retry_jobs ORDER BY created_at DESC, id DESC LIMIT ?').all(limit).map(viewOf);
 }
 
@@ -155,8 +161,7 @@ export class RetryJobs {
   readonly #logger: Logger;
   readonly #maxFailures: number;
   readonly #claimMs: number;
-  readonly #running = new Set<string>();
-  readonly #edits = new Map<string, Promise<EditResult>>();
+  readonly #leaseMs: number;
 
   constructor(options: RetryJobsOptions) {
     this.#store = options.store;
@@ -166,16 +171,17 @@ export class RetryJobs {
     this.#logger = options.logger ?? silentLogger;
     this.#maxFailures = options.maxConsecutiveFailures ?? 5;
     this.#claimMs = options.claimMs ?? 300_000;
+    this.#leaseMs = options.leaseMs ?? 30_000;
     if (!(Number.isSafeInteger(this.#maxFailures) && this.#maxFailures >= 1)) throw new RangeError('RetryJobs: maxConsecutiveFailures must be a whole number >= 1');
     if (!(Number.isSafeInteger(this.#claimMs) && this.#claimMs >= 1_000)) throw new RangeError('RetryJobs: claimMs must be a whole number >= 1000');
-    ensureRetryTables(this.#store.database);
+    if (!(Number.isSafeInteger(this.#leaseMs) && this.#leaseMs >= 1_000)) throw new RangeError('RetryJobs: leaseMs must be a whole number >= 1000');
   }
 
   /** Creates a job: records it and its snapshot (the entries selected now), in one transaction. Does not send. */
   async create(selection: RetrySelection, options: RetryJobOptions): Promise<RetryJobView> {
     const stored = checkJobOptions(options);
     const db = this.#store.database;
-    const id = `job-${this.#clock.now().toString(36)}-${Math.floor(this.#random() * 2 ** 32).toString(16).padStart(8, '0')}`;
+    const id = this.#newId('job');
     const snapshotSeq = this.#store.lastSeq();
     let fill: () => number;
     if ('keys' in selection) {
@@ -236,19 +242,16 @@ export class RetryJobs {
    * Runs a job, or resumes it where it stopped: pending entries, and those
    * whose send failed, are sent; entries already recorded are not. Resolves
    * the job's view when it is done, stopped (a reason says why) or paused
-   * (the signal aborted).
+   * (the signal aborted). Each run has its own id and claims entries under
+   * it, holding the job by a lease: a run of a job whose lease is live (in
+   * this or another process) is refused; a run whose lease ran out and was
+   * taken over stops.
    */
   async run(id: string, options: RunOptions = {}): Promise<RetryJobView> {
     const row = this.#store.database.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(id);
     if (!row) throw new RangeError(`no retry job ${id}`);
     if (row.state === 'done') return viewOf(row);
-    if (this.#running.has(id)) throw new Error(`retry job ${id} is already running`);
-    this.#running.add(id);
-    try {
-      return await new JobRun(this, row, options).run();
-    } finally {
-      this.#running.delete(id);
-    }
+    return new JobRun(this, row, this.#newId('run'), options).run();
   }
 
   /**
@@ -257,19 +260,25 @@ export class RetryJobs {
    * with the same `requestId` sends nothing and resolves `duplicate: true`.
    */
   editAndRetry(key: string, edit: EditRequest, options: { to?: string; allowedQueues?: readonly string[] } = {}): Promise<EditResult> {
-    const pending = this.#edits.get(edit?.requestId);
-    if (pending) return pending.then((result) => ({ ...result, duplicate: true }));
-    const promise = editAndRetry(this.#context(), key, edit, options);
-    if (typeof edit?.requestId === 'string') {
-      this.#edits.set(edit.requestId, promise);
-      void promise.finally(() => this.#edits.delete(edit.requestId)).catch(() => undefined);
-    }
-    return promise;
+    return editAndRetry(this.#context(), key, edit, options, this.#newId('edit'));
+  }
+
+  /** A new id for a job, a run or an edit attempt: time and randomness, unique across processes. */
+  #newId(kind: string): string {
+    return `${kind}-${this.#clock.now().toString(36)}-${Math.floor(this.#random() * 2 ** 32).toString(16).padStart(8, '0')}`;
   }
 
   /** What the job run and edits share. */
   #context(): RetryContext {
-    return { store: this.#store, transport: this.#transport, clock: this.#clock, logger: this.#logger, maxFailures: this.#maxFailures, claimMs: this.#claimMs };
+    return {
+      store: this.#store,
+      transport: this.#transport,
+      clock: this.#clock,
+      logger: this.#logger,
+      maxFailures: this.#maxFailures,
+      claimMs: this.#claimMs,
+      leaseMs: this.#leaseMs,
+    };
   }
 
   /** @internal */
@@ -282,13 +291,21 @@ export class RetryJobs {
 class JobRun {
   readonly #context: RetryContext;
   readonly #id: string;
+  readonly #runId: string;
+  /** The claimant of this run's entries: the job and the run, so two runs of one job never share a claim. */
   readonly #claimant: string;
   readonly #options: StoredOptions;
   readonly #by: string;
   readonly #signal: AbortSignal | undefined;
+  /** Ends this run's waits: aborted when the run ends, or when another run took the job over. */
+  readonly #halt = new AbortController();
+  /** Aborts when the caller's signal or {@link #halt} does. */
+  readonly #waits: AbortSignal;
   readonly #onProgress: ((view: RetryJobView) => void) | undefined;
   readonly #limiter: RateLimiter;
   readonly #canary: CanaryController | undefined;
+  /** The outcomes of the entries this job sent, read from the store now (canary replays only). */
+  readonly #outcomes: (() => OutcomeCounts) | undefined;
   readonly #kinds = new Map<string, QueueKind>();
   readonly #inFlight = new Set<Promise<void>>();
   /** Wakes the sender waiting for a free slot. */
@@ -302,38 +319,57 @@ class JobRun {
   #stopReason: string | undefined;
   #recordFailure: unknown;
 
-  constructor(jobs: RetryJobs, row: JobRow, options: RunOptions) {
+  constructor(jobs: RetryJobs, row: JobRow, runId: string, options: RunOptions) {
     this.#context = jobs.context;
     this.#id = row.id;
-    this.#claimant = `job:${row.id}`;
+    this.#runId = runId;
+    this.#claimant = claimantOf(row.id, runId);
     this.#options = JSON.parse(row.options) as StoredOptions;
     this.#by = row.by;
     this.#signal = options.signal;
+    this.#waits = options.signal ? AbortSignal.any([options.signal, this.#halt.signal]) : this.#halt.signal;
     this.#onProgress = options.onProgress;
     this.#limiter = new RateLimiter(this.#context.clock, this.#options.ratePerSecond ?? Infinity);
     if (this.#options.canary) {
-      const outcomes = this.#context.store.database.prepare<[string], { sent: number; handled: number; failedAgain: number }>(
+      const outcomes = this.#context.store.database.prepare<[string], OutcomeCounts>(
         `SELECT count(*) AS sent, coalesce(sum(e.outcome = 'handled'), 0) AS handled, coalesce(sum(e.outcome = 'failed-again'), 0) AS failedAgain
          FROM retry_job_items i JOIN entries e ON e.seq = i.seq WHERE i.job_id = ? AND i.result = 'sent'`,
       );
-      this.#canary = new CanaryController(this.#options.canary, this.#context.clock, this.#limiter, () => outcomes.get(this.#id)!);
+      this.#outcomes = () => outcomes.get(this.#id)!;
+      this.#canary = new CanaryController(this.#options.canary, this.#context.clock, this.#limiter, this.#outcomes);
     }
   }
 
   async run(): Promise<RetryJobView> {
     const db = this.#context.store.database;
+    const { clock, leaseMs } = this.#context;
+    // Takes the lease; the entries an earlier run of the job still claims (sent but not recorded) become this run's.
     // Sends that failed are tried again; counters are recounted from the items.
-    await this.#context.store.write(() => {
+    const started = await this.#context.store.write((version) => {
+      const now = clock.now();
+      const current = db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!;
+      if (current.run_id !== null && current.lease_until !== null && current.lease_until > now) {
+        throw new Error(
+          `retry job ${this.#id} is already running (run ${current.run_id}, lease until ${new Date(current.lease_until).toISOString()}); wait for it to end or pause it there`,
+        );
+      }
+      if (current.state === 'done') return false;
+      if (current.run_id !== null) {
+        db.prepare(`UPDATE entries SET claim = ?, version = ? WHERE claim = ? AND status = 'retrying'`).run(this.#claimant, version, claimantOf(this.#id, current.run_id));
+      }
       db.prepare(`UPDATE retry_job_items SET result = NULL, detail = NULL WHERE job_id = ? AND result = 'failed'`).run(this.#id);
       db.prepare(
-        `UPDATE retry_jobs SET state = 'running', stop_reason = NULL,
+        `UPDATE retry_jobs SET state = 'running', stop_reason = NULL, run_id = @run, lease_until = @until,
            sent = (SELECT count(*) FROM retry_job_items WHERE job_id = @id AND result = 'sent'),
            refused = (SELECT count(*) FROM retry_job_items WHERE job_id = @id AND result = 'refused'),
            already_handled = (SELECT count(*) FROM retry_job_items WHERE job_id = @id AND result = 'already-handled'),
            failed = 0
          WHERE id = @id`,
-      ).run({ id: this.#id });
+      ).run({ id: this.#id, run: this.#runId, until: now + leaseMs });
+      return true;
     });
+    if (!started) return viewOf(db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!);
+    const renewing = this.#renewLease();
     const pending = db.prepare<[string, number, number], { seq: number; key: string }>(
       'SELECT seq, key FROM retry_job_items WHERE job_id = ? AND seq > ? AND result IS NULL ORDER BY seq LIMIT ?',
     );
@@ -350,13 +386,13 @@ class JobRun {
         unsent = keys.filter((key) => claimed.has(key));
         while (unsent.length > 0 && !this.#halted()) {
           if (this.#canary) {
-            const reason = await this.#canary.beforeSend(() => this.#settle(), this.#signal);
+            const reason = await this.#canary.beforeSend(() => this.#settle(), this.#waits);
             if (reason !== undefined) {
               this.#stop(reason);
               break;
             }
           }
-          await this.#limiter.take(this.#signal);
+          await this.#limiter.take(this.#waits);
           if (this.#halted()) break;
           const key = unsent.shift()!;
           await this.#send(key);
@@ -368,8 +404,8 @@ class JobRun {
       }
       await this.#settle();
     } catch (error) {
-      // An abort ends the run as paused; anything else (the store locked beyond its busy timeout) stops it with the reason.
-      if (!this.#signal?.aborted) {
+      // An abort ends the run as paused (or a takeover, stopped); anything else (the store locked beyond its busy timeout) stops it with the reason.
+      if (!this.#waits.aborted) {
         this.#context.logger.error({ job: this.#id, err: error }, 'retry job stopped');
         this.#stop(`${messageOf(error)}; resume the job when this is fixed`);
       }
@@ -377,14 +413,22 @@ class JobRun {
       await Promise.allSettled(this.#inFlight);
       await this.#release(unsent).catch(() => undefined);
       await this.#flush().catch(() => undefined);
+      this.#halt.abort();
+      await renewing;
     }
     if (this.#recordFailure !== undefined) this.#stop(`could not record the sends: ${messageOf(this.#recordFailure)}; the entries sent stay claimed, and resuming sends them again (duplicates with the same message id)`);
     const state: RetryJobState = this.#stopReason !== undefined ? 'stopped' : this.#signal?.aborted ? 'paused' : 'done';
     const reason = this.#stopReason ?? (state === 'paused' ? 'paused: resume with the job id' : null);
+    // The lease is given up (its run id stays, so a later run takes over what this one still claims); a run taken over leaves the job to its new run.
     await this.#context.store
-      .write(() => db.prepare('UPDATE retry_jobs SET state = ?, stop_reason = ?, canary = ? WHERE id = ?').run(state, reason, this.#canaryJson(), this.#id))
+      .write(() =>
+        db
+          .prepare('UPDATE retry_jobs SET state = ?, stop_reason = ?, canary = ?, lease_until = NULL WHERE id = ? AND run_id = ?')
+          .run(state, reason, this.#canaryJson(), this.#id, this.#runId),
+      )
       .catch((error: unknown) => this.#context.logger.error({ job: this.#id, err: error }, 'could not record the end of a retry job'));
-    const view = viewOf(db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!);
+    const row = db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!;
+    const view = row.run_id === this.#runId ? viewOf(row) : { ...viewOf(row), state, ...(reason === null ? {} : { stopReason: reason }) };
     this.#onProgress?.(view);
     this.#context.logger.info({ job: this.#id, state, sent: view.sent, refused: view.refused, alreadyHandled: view.alreadyHandled, failed: view.failed }, `retry job ${state}`);
     return view;
@@ -396,6 +440,31 @@ class JobRun {
 
   #stop(reason: string): void {
     this.#stopReason ??= reason;
+  }
+
+  /** Stops the run unless it still holds the job's lease; true while it does. */
+  #holdsLease(): boolean {
+    const holder = this.#context.store.database.prepare<[string], string | null>('SELECT run_id FROM retry_jobs WHERE id = ?').pluck(true).get(this.#id);
+    if (holder === this.#runId) return true;
+    this.#stop(`this run's lease ran out and run ${holder} took the job over; it carries on`);
+    this.#halt.abort();
+    return false;
+  }
+
+  /** Renews the lease every third of its length until the run ends; stops the run when another run took the job over. */
+  async #renewLease(): Promise<void> {
+    const { store, clock, leaseMs, logger } = this.#context;
+    const renew = store.database.prepare('UPDATE retry_jobs SET lease_until = ? WHERE id = ? AND run_id = ?');
+    while (!this.#halt.signal.aborted) {
+      try {
+        await clock.sleep(Math.ceil(leaseMs / 3), this.#halt.signal);
+        const renewed = await store.write(() => renew.run(clock.now() + leaseMs, this.#id, this.#runId).changes === 1);
+        if (!renewed) this.#holdsLease();
+      } catch (error) {
+        // The run ended (the sleep aborted), or the store was busy: the next turn tries again, before the lease runs out.
+        if (!this.#halt.signal.aborted) logger.warn({ job: this.#id, err: error }, 'could not renew a retry job\'s lease');
+      }
+    }
   }
 
   /** Entries claimed per chunk: about half a minute's worth at the current rate, so claims never run out while waiting. */
@@ -421,6 +490,8 @@ class JobRun {
       this.#results.push({ key, result: 'refused', detail: messageOf(error) });
       return;
     }
+    // The last moment to find the job taken over (this process stalled past its lease) before sending: the new run holds this entry now.
+    if (!this.#holdsLease()) return;
     const sending = transport
       .send(destination, { id: entry.messageId, body: entry.body, headers: replayHeaders(entry.headers, new Date(clock.now())) })
       .then(
@@ -475,11 +546,14 @@ class JobRun {
     this.#confirmedCount = 0;
     this.#results = [];
     const db = this.#context.store.database;
+    // Only while this run holds the job: a run taken over leaves the job's record to its new run (entries it sent are still marked, by claim).
     const setResult = db.prepare(
-      `UPDATE retry_job_items SET result = @result, detail = @detail WHERE job_id = @job AND seq = (SELECT seq FROM entries WHERE key = @key)`,
+      `UPDATE retry_job_items SET result = @result, detail = @detail WHERE job_id = @job AND seq = (SELECT seq FROM entries WHERE key = @key)
+         AND EXISTS (SELECT 1 FROM retry_jobs WHERE id = @job AND run_id = @run)`,
     );
     const count = db.prepare(
-      `UPDATE retry_jobs SET sent = sent + @sent, refused = refused + @refused, already_handled = already_handled + @already, failed = failed + @failed, canary = @canary WHERE id = @job`,
+      `UPDATE retry_jobs SET sent = sent + @sent, refused = refused + @refused, already_handled = already_handled + @already, failed = failed + @failed, canary = @canary
+       WHERE id = @job AND run_id = @run`,
     );
     try {
       for (const [queue, keys] of confirmed) {
@@ -487,21 +561,21 @@ class JobRun {
           const ok = new Set(marked);
           for (const key of keys) {
             const detail = ok.has(key) ? null : 'sent, but the claim ran out first: another retry may have sent it too';
-            setResult.run({ job: this.#id, key, result: 'sent', detail });
+            setResult.run({ job: this.#id, run: this.#runId, key, result: 'sent', detail });
           }
-          count.run({ job: this.#id, sent: keys.length, refused: 0, already: 0, failed: 0, canary: this.#canaryJson() });
+          count.run({ job: this.#id, run: this.#runId, sent: keys.length, refused: 0, already: 0, failed: 0, canary: this.#canaryJson() });
         });
       }
       if (results.length > 0) {
         await this.#context.store.write(() => {
           const tally = { refused: 0, already: 0, failed: 0 };
           for (const r of results) {
-            setResult.run({ job: this.#id, key: r.key, result: r.result, detail: r.detail ?? null });
+            setResult.run({ job: this.#id, run: this.#runId, key: r.key, result: r.result, detail: r.detail ?? null });
             if (r.result === 'refused') tally.refused++;
             else if (r.result === 'failed') tally.failed++;
             else tally.already++;
           }
-          count.run({ job: this.#id, sent: 0, ...tally, canary: this.#canaryJson() });
+          count.run({ job: this.#id, run: this.#runId, sent: 0, ...tally, canary: this.#canaryJson() });
         });
       }
     } catch (error) {
@@ -512,9 +586,19 @@ class JobRun {
     this.#onProgress?.(viewOf(db.prepare<[string], JobRow>('SELECT * FROM retry_jobs WHERE id = ?').get(this.#id)!));
   }
 
+  /**
+   * The canary's view as recorded with the job: its rate, and the outcome
+   * counts read now, inside the transaction that records the job's counters,
+   * so the two agree in every report (the controller reads them only once a window).
+   */
   #canaryJson(): string | null {
-    return this.#canary ? JSON.stringify(this.#canary.view) : null;
+    return this.#canary && this.#outcomes ? JSON.stringify({ ...this.#canary.view, ...this.#outcomes() }) : null;
   }
+}
+
+/** The claimant of one run's entries. */
+function claimantOf(jobId: string, runId: string): string {
+  return `job:${jobId}/${runId}`;
 }
 
 function checkJobOptions(options: RetryJobOptions): StoredOptions {

@@ -13,13 +13,23 @@
  *   snapshot cut-off of bulk actions; `version` is the store's change
  *   counter when the row last changed, for live updates.
  * - `meta`: the change counter.
+ * - the retry tables (`retry_jobs`, `retry_job_items`, `edits`): see
+ *   retry-job-tables.ts.
+ *
+ * Each layout change is one numbered step of {@link MIGRATIONS}; the file's
+ * `user_version` says how many have run, and opening a file runs the rest.
  */
 import Database from 'better-sqlite3';
+import { RETRY_TABLES_V1 } from './retry-job-tables.js';
 
-/** Bumped whenever the tables change shape. */
-export const ERROR_STORE_SCHEMA_VERSION = 1;
-
-const SCHEMA = `
+/**
+ * The steps from one layout to the next: step `n` (index `n - 1`) takes a
+ * file from schema version `n - 1` to `n`. Append a step for a new change;
+ * never edit one that shipped.
+ */
+const MIGRATIONS: readonly string[] = [
+  // 1: the entries and the change counter.
+  `
 CREATE TABLE IF NOT EXISTS entries (
   seq INTEGER PRIMARY KEY,
   key TEXT NOT NULL UNIQUE,
@@ -61,13 +71,28 @@ CREATE TABLE IF NOT EXISTS meta (
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta (key, value) VALUES ('version', 0);
-`;
+`,
+  // 2: the retry tables (version 1 created them on first use, so they may exist), a job's run lease, edits recorded before they are sent.
+  `${RETRY_TABLES_V1}
+ALTER TABLE retry_jobs ADD COLUMN run_id TEXT;
+ALTER TABLE retry_jobs ADD COLUMN lease_until INTEGER;
+ALTER TABLE edits ADD COLUMN state TEXT NOT NULL DEFAULT 'sent' CHECK (state IN ('sending', 'sent', 'failed'));
+ALTER TABLE edits ADD COLUMN until INTEGER;
+ALTER TABLE edits ADD COLUMN error TEXT;
+CREATE INDEX IF NOT EXISTS entries_by_claim ON entries (claim) WHERE claim IS NOT NULL;
+`,
+];
+
+/** The schema version this build writes: the number of {@link MIGRATIONS}. */
+export const ERROR_STORE_SCHEMA_VERSION = MIGRATIONS.length;
 
 /**
  * Opens (creating if needed) an error store file: WAL mode, full
  * durability (an ingested entry is acknowledged to its broker only after
  * the commit, so the commit must survive a power cut), a short synchronous
- * busy wait, and the schema.
+ * busy wait, and the schema, migrating a file an earlier build made (in one
+ * transaction). A file from a newer build is refused, as is a SQLite file of
+ * something else.
  */
 export function openStoreDatabase(path: string, syncBusyWaitMs: number): Database.Database {
   const db = new Database(path, { timeout: 5_000 });
@@ -84,7 +109,7 @@ export function openStoreDatabase(path: string, syncBusyWaitMs: number): Databas
         if (version === 0 && tables.length > 0 && !tables.includes('entries')) {
           throw new Error(`ErrorStore: ${path} is a SQLite file of something else (tables: ${tables.slice(0, 5).join(', ')}); name a new file for the error store`);
         }
-        db.exec(SCHEMA);
+        for (const step of MIGRATIONS.slice(version)) db.exec(step);
         db.pragma(`user_version = ${ERROR_STORE_SCHEMA_VERSION}`);
       }).immediate();
     }

@@ -4,7 +4,7 @@
  * store entries, checked passively (a send-back never creates a queue).
  */
 import type { Logger } from '../logger.js';
-import { checkDestinationAllowed, SendBackRefusedError } from '../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../operations/send-back-destination.js';
 import type { Clock } from '../time/clock.js';
 import type { QueueKind } from '../transport/inspection.js';
 import type { Transport } from '../transport/types.js';
@@ -19,12 +19,14 @@ export interface RetryContext {
   readonly logger: Logger;
   readonly maxFailures: number;
   readonly claimMs: number;
+  /** How long a job run or an edit holds its job or request id without renewing, ms. */
+  readonly leaseMs: number;
 }
 
 /**
  * Checks where an entry may go: the destination (the `to` given, or the
  * entry's failure queue) must be allowed and must exist as a work queue.
- * Throws a {@link SendBackRefusedError}, or an Error when the entry names no queue.
+ * Throws a {@link SendBackRefusedError} (also when the entry names no queue and none was given).
  */
 export async function destinationOf(
   transport: Transport,
@@ -34,7 +36,7 @@ export async function destinationOf(
   kinds: Map<string, QueueKind>,
 ): Promise<string> {
   const destination = to ?? (entry.originalQueue || undefined);
-  if (destination === undefined) throw new Error(`entry ${entry.key} does not say which queue it failed on; name the queue to send it to`);
+  if (destination === undefined) throw noDestination(entry.messageId);
   checkDestinationAllowed(destination, entry.errorQueue, entry.messageId, allowedQueues);
   let kind = kinds.get(destination);
   if (kind === undefined) {

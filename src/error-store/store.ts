@@ -453,17 +453,18 @@ export class ErrorStore {
   async claim(keys: readonly string[], claimant: string, untilMs: number): Promise<string[]> {
     this.#open();
     if (keys.length === 0) return [];
+    return this.write((version) => this.claimWithin(keys, claimant, untilMs, version));
+  }
+
+  /** {@link claim} inside a transaction of {@link write}, for the store's own modules that claim together with their own rows. */
+  claimWithin(keys: readonly string[], claimant: string, untilMs: number, version: number): string[] {
+    this.#open();
     const now = this.#clock.now();
     const statement = this.#db.prepare(
       `UPDATE entries SET status = 'retrying', claim = @claimant, claim_until = @until, version = @version
        WHERE key = @key AND (status = 'failed' OR (status = 'retrying' AND (claim = @claimant OR claim_until <= @now)))`,
     );
-    return writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
-      this.#db.transaction(() => {
-        const version = this.#bump.get()!;
-        return keys.filter((key) => statement.run({ key, claimant, until: untilMs, now, version }).changes === 1);
-      }).immediate(),
-    );
+    return keys.filter((key) => statement.run({ key, claimant, until: untilMs, now, version }).changes === 1);
   }
 
   /** Records that a claimed entry was sent back (the broker confirmed the copy). Resolves false when the claim was lost meanwhile. */

@@ -103,7 +103,7 @@ function safeString(value: unknown): string {
   }
 }
 
-/** The failure facts of an error-queue copy, each '' when its header is missing. */
+/** The failure facts of an error-queue copy, each '' when its header is missing (the replay count 0). */
 export interface FailureFacts {
   readonly reason: string;
   readonly errorName: string;
@@ -118,7 +118,8 @@ export interface FailureFacts {
   readonly attempts: string;
   readonly immediateAttempts: string;
   readonly delayedAttempts: string;
-  readonly replayCount: string;
+  /** How often the message was sent back from an error queue (`redeliver-replay-count`): 0 when never. */
+  readonly replayCount: number;
 }
 
 /** Reads the failure facts from untrusted headers: only own string values count. */
@@ -136,6 +137,12 @@ export function readFailureFacts(headers: Readonly<Headers>): FailureFacts {
     attempts: get(HEADER.failureAttempts),
     immediateAttempts: get(HEADER.failureImmediateAttempts),
     delayedAttempts: get(HEADER.failureDelayedAttempts),
-    replayCount: get(HEADER.replayCount),
+    replayCount: replayCountOf(get(HEADER.replayCount)),
   };
+}
+
+/** A replay-count header as a number: 0 when absent or not a whole number above 0. */
+function replayCountOf(header: string): number {
+  const count = Number(header);
+  return header !== '' && Number.isSafeInteger(count) && count > 0 ? count : 0;
 }

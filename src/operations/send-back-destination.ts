@@ -7,8 +7,12 @@
  * gives a list) is on the operator's list. A send-back never creates a queue.
  */
 
-/** Why a destination was refused. */
-export type SendBackRefusal = 'error-queue' | 'not-allowed' | 'missing';
+/**
+ * Why a destination was refused; `unknown`: the entry names no queue (no
+ * `redeliver-failure-queue` header: something other than redeliver put it
+ * in the error queue) and none was given.
+ */
+export type SendBackRefusal = 'error-queue' | 'not-allowed' | 'missing' | 'unknown';
 
 /**
  * A send-back refused because of its destination. Nothing was sent and the
@@ -17,13 +21,18 @@ export type SendBackRefusal = 'error-queue' | 'not-allowed' | 'missing';
 export class SendBackRefusedError extends Error {
   override readonly name = 'SendBackRefusedError';
   constructor(
-    /** The queue the message would have gone to. */
+    /** The queue the message would have gone to; empty when `reason` is `unknown`. */
     readonly queue: string,
     readonly reason: SendBackRefusal,
     messageId: string,
   ) {
-    super(`refused to send message ${messageId} back to '${queue}': ${explain(queue, reason)}; the entry stays in the error queue`);
+    super(`refused to send message ${messageId} back${reason === 'unknown' ? '' : ` to '${queue}'`}: ${explain(queue, reason)}; the entry stays in the error queue`);
   }
+}
+
+/** The refusal of an entry that names no queue to go back to, when none was given. */
+export function noDestination(messageId: string): SendBackRefusedError {
+  return new SendBackRefusedError('', 'unknown', messageId);
 }
 
 function explain(queue: string, reason: SendBackRefusal): string {
@@ -34,6 +43,8 @@ function explain(queue: string, reason: SendBackRefusal): string {
       return `'${queue}' is not one of the queues allowed as a destination`;
     case 'missing':
       return `no queue '${queue}' exists, and a send-back does not create queues; name an existing queue`;
+    case 'unknown':
+      return 'it does not say which queue it failed on (it has no redeliver failure headers, so redeliver did not put it there); name the queue to send it to';
   }
 }
 

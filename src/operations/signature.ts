@@ -10,9 +10,11 @@ import type { ErrorEntry } from '../transport/error-queue.js';
 export interface FailureSignature {
   /** A short stable hash of the parts, usable in URLs and on the command line. */
   readonly id: string;
+  /** The `redeliver-failure-error-name` header; empty when the entry has none (redeliver did not write it). */
   readonly errorName: string;
   readonly message: string;
   readonly topFrame: string;
+  /** The `redeliver-failure-reason` header; `unknown` when the entry has none. */
   readonly reason: string;
 }
 
@@ -55,7 +57,7 @@ function firstFrameLine(stack: string): string | undefined {
 /** The signature of a dead-lettered message, from its failure headers. */
 export function signatureOf(headers: Readonly<Headers>): FailureSignature {
   const get = (key: string) => (Object.prototype.hasOwnProperty.call(headers, key) && typeof headers[key] === 'string' ? headers[key]! : '');
-  const errorName = get(HEADER.failureErrorName) || 'Error';
+  const errorName = get(HEADER.failureErrorName);
   const message = normalizeMessage(get(HEADER.failureMessage));
   const frame = topFrame(get(HEADER.failureStack));
   const reason = get(HEADER.failureReason) || 'unknown';

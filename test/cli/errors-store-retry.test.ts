@@ -73,6 +73,31 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     expect((await cli(['errors', 'retry', app, '--store', storePath])).code).toBe(2);
   });
 
+  it('a canary takes --rate as its ceiling and its ramp from flags; bad canary flags exit 2 and create nothing', async () => {
+    const { app, storePath, store } = await setup();
+    const retry = (...flags: string[]) => cli(['errors', 'retry', app, '--store', storePath, '--queue', 'orders', ...flags]);
+    const refused = [
+      await retry('--canary-growth', '3'),
+      await retry('--canary', '--canary-growth', '0.5'),
+      await retry('--canary', '--rate', '1/s', '--canary-start-rate', '5/s'),
+      await retry('--canary', '--canary-window', 'soon'),
+      await retry('--canary', '--canary-max-failed-again', '-1'),
+    ];
+    expect(refused.map((r) => r.code)).toEqual([2, 2, 2, 2, 2]);
+    expect(refused[0]!.stderr).toContain('--canary-growth needs --canary');
+    expect(refused[1]!.stderr).toContain('--canary-growth');
+    expect(refused[2]!.stderr).toContain('--canary-start-rate (5/s) is above the canary\'s ceiling --rate (1/s)');
+    expect(JSON.parse((await cli(['errors', 'jobs', app, '--store', storePath, '--json'])).stdout)).toEqual([]);
+    // No ingester records outcomes here: the canary sends one entry and stops when none arrives in time.
+    const run = await retry('--canary', '--rate', '50/s', '--canary-start-rate', '2/s', '--canary-growth', '3', '--canary-window', '2s', '--canary-outcome-timeout', '300ms', '--canary-max-failed-again', '1', '--json');
+    expect(run.code).toBe(1);
+    expect(JSON.parse(run.stdout)).toMatchObject({ state: 'stopped', sent: 1, canary: { sent: 1, handled: 0, failedAgain: 0 } });
+    expect(run.stderr).toContain('no outcome record arrived');
+    const [job] = JSON.parse((await cli(['errors', 'jobs', app, '--store', storePath, '--json'])).stdout) as { canary: { options: object } }[];
+    expect(job!.canary.options).toEqual({ startRate: 2, maxRate: 50, growth: 3, windowMs: 2_000, outcomeTimeoutMs: 300, maxFailedAgain: 1, pollMs: 250 });
+    expect(store.count({ status: 'failed' })).toBe(149);
+  });
+
   it('edit sends an edited copy once: the same command again sends nothing', async () => {
     const { dir, app, storePath, store } = await setup();
     const bodyFile = join(dir, 'fixed.json');

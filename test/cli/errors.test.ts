@@ -83,6 +83,21 @@ async function deadLetterForged(file: string, queue: string): Promise<string> {
   return id;
 }
 
+/** Puts an entry into the error queue of `file` that redeliver did not write: no failure headers at all. Resolves its message id. */
+async function deadLetterForeign(file: string): Promise<string> {
+  const transport = sqlite(file);
+  const id = 'foreign-1';
+  try {
+    await transport.send('inbox', { id, body: new TextEncoder().encode('{}'), headers: { 'x-origin': 'legacy-system' } });
+    await new Promise<void>((resolve, reject) => {
+      void transport.consume('inbox', (d) => void d.deadLetter('error', { 'x-origin': 'legacy-system' }).then(resolve, reject), { prefetch: 1 });
+    });
+  } finally {
+    await transport.close();
+  }
+  return id;
+}
+
 describe('errors list, show and export (read only)', () => {
   let file = '';
   let filled: Filled;
@@ -167,7 +182,7 @@ describe('errors list, show and export (read only)', () => {
       errorQueue: 'error',
       originalQueue: 'orders',
       signature: { errorName: 'ValidationError', reason: 'unrecoverable' },
-      failure: { reason: 'unrecoverable', errorName: 'ValidationError', attempts: '1' },
+      failure: { reason: 'unrecoverable', errorName: 'ValidationError', attempts: '1', replayCount: 0 },
       body: { encoding: 'utf8', text: '{"kind":"invalid","n":2}', size: 24, truncated: false },
     });
     expect(json.failure.message).toBe('order 2 has an invalid sku "SKU-26"');
@@ -302,6 +317,26 @@ describe('errors retry', () => {
     expect((await arrivals(file, 'orders', 2)).map((a) => a.id).sort()).toEqual([...filled.ids.timeout].sort());
     const stats = JSON.parse((await cli(['stats', file, '--json'])).stdout);
     expect(stats.queues.map((q: { queue: string }) => q.queue)).not.toContain('payments.ledger');
+  });
+
+  it('refuses an entry redeliver did not write (no failure headers), by key and in bulk, and lists it without an error name', async () => {
+    const { file, filled } = await filledFile({ timeout: 1, invalid: 0, refused: 0, binary: 0, ok: 0 });
+    const foreign = await deadLetterForeign(file);
+    const key = await keyOf(file, foreign);
+    const list = JSON.parse((await cli(['errors', 'list', file, '--json'])).stdout);
+    expect(list.groups.find((g: { keys: string[] }) => g.keys.includes(key))).toMatchObject({ errorName: '', reason: 'unknown' });
+    const one = await cli(['errors', 'retry', file, key, '--json']);
+    expect(one.code).toBe(1);
+    expect(JSON.parse(one.stdout)).toMatchObject({ sentBack: 0, refused: 1, failed: 0 });
+    expect(one.stderr).toContain('refused to send message foreign-1 back: it does not say which queue it failed on');
+    expect(one.stderr).not.toContain('run the same command again');
+    const all = await cli(['errors', 'retry', file, '--all', '--json']);
+    expect(all.code).toBe(1);
+    expect(JSON.parse(all.stdout)).toMatchObject({ sentBack: 1, refused: 1, failed: 0 });
+    expect(all.stderr).toContain('1 entry was refused and stay in the error queue; the first: refused to send message foreign-1 back');
+    expect(all.stderr).not.toContain('run the same command again');
+    expect((await entries(file)).map((e) => e.messageId)).toEqual([foreign]);
+    expect((await arrivals(file, 'orders', 1)).map((a) => a.id)).toEqual(filled.ids.timeout);
   });
 
   it('sends only to the --allow-queue queues', async () => {

@@ -3,8 +3,9 @@
  * else is tested in-process (errors.test.ts), which is much faster.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { fillErrorQueue, sqlite, tempFolder } from './support.js';
+import { cli, fillErrorQueue, sqlite, tempFolder } from './support.js';
 
 const folder = tempFolder();
 afterAll(() => folder.cleanup());
@@ -45,5 +46,10 @@ describe('the redeliver process', () => {
 
     expect(help.status).toBe(0);
     for (const command of ['demo', 'dashboard', 'errors', 'simulate', 'stats']) expect(help.stdout).toMatch(new RegExp(`\\n  ${command} `));
+  });
+
+  it('prints the package version for --version and -V, and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+    for (const flag of ['--version', '-V']) expect(await cli([flag])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
   });
 });

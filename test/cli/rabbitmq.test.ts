@@ -7,7 +7,9 @@ import amqp from 'amqplib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HEADER } from '../../src/headers/names.js';
 import type { Transport } from '../../src/transport/types.js';
+import { errorQueueMarkerName } from '../../src/transports/rabbitmq/error-queue-marker.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
+import { deleteDelayTopology } from '../support/delay-topology.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
 import { cli, drain, fillErrorQueue, waitFor, wrap, type Filled } from './support.js';
 
@@ -32,6 +34,36 @@ afterAll(async () => {
 
 describe.skipIf(Boolean(skip))('redeliver errors and stats on RabbitMQ', () => {
   const errorArgs = ['--error-queue', errorQueue];
+
+  it('knows error queues marked under another topology prefix: $REDELIVER_RABBITMQ_PREFIX or --topology-prefix', { timeout: 60_000 }, async () => {
+    const prefix = `cli-prefix-${run}`;
+    const work = `cli-p-orders-${run}`;
+    const errors = `cli-p-error-${run}`;
+    const transport: Transport = new RabbitMqTransport({ url: RABBITMQ_URL, topologyPrefix: prefix });
+    try {
+      await fillErrorQueue(transport, { timeout: 1 }, work, errors);
+      await waitFor(async () => (await transport.errorQueue!.count(errors)) === 1, 10_000, 'the error queue to hold 1');
+    } finally {
+      await transport.close();
+    }
+    try {
+      const statsArgs = ['stats', RABBITMQ_URL, '--queue', errors, '--json'];
+      expect(JSON.parse((await cli(statsArgs)).stdout).queues).toEqual([expect.objectContaining({ queue: errors, kind: 'work' })]);
+      for (const told of [await cli([...statsArgs, '--topology-prefix', prefix]), await cli(statsArgs, { env: { REDELIVER_RABBITMQ_PREFIX: prefix } })]) {
+        expect(told.code).toBe(0);
+        expect(JSON.parse(told.stdout).queues).toEqual([expect.objectContaining({ queue: errors, kind: 'error', ready: 1 })]);
+      }
+      const wrong = await cli([...statsArgs, '--topology-prefix', '']);
+      expect(wrong.code).toBe(2);
+    } finally {
+      const connection = await amqp.connect(RABBITMQ_URL);
+      await deleteDelayTopology(connection, prefix, [work, errors]);
+      const channel = await connection.createChannel();
+      channel.on('error', () => undefined);
+      await channel.deleteExchange(errorQueueMarkerName(prefix, errors)).catch(() => undefined);
+      await connection.close();
+    }
+  });
 
   it('lists, shows, exports, retries a group once (also after an interruption), and deletes the rest', { timeout: 60_000 }, async () => {
     const transport: Transport = new RabbitMqTransport({ url: RABBITMQ_URL });

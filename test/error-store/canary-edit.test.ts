@@ -14,6 +14,7 @@ import { HEADER } from '../../src/headers/names.js';
 import { UnrecoverableError } from '../../src/policy/errors.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
+import type { Transport } from '../../src/transport/types.js';
 import { failureHeaders, scratchDir } from './support.js';
 
 const closers: (() => unknown)[] = [];
@@ -69,12 +70,27 @@ describe('canary replay', () => {
     const job = await jobs.create({ filter: { errorQueue: 'error' } }, { by: 'ops', canary: { startRate: 1, growth: 2, windowMs: 1_000 } });
     let view: Awaited<ReturnType<RetryJobs['run']>> | undefined;
     const progress: number[] = [];
-    void jobs.run(job.id, { onProgress: (v) => progress.push(v.canary!.rate) }).then((v) => (view = v));
+    const lagging: string[] = [];
+    const consistent = (v: NonNullable<typeof view>) => {
+      // The canary's counters are read with the job's: never behind its totals.
+      if (v.canary!.sent !== v.sent || v.canary!.handled + v.canary!.failedAgain > v.sent) lagging.push(`sent ${v.sent}: canary ${JSON.stringify(v.canary)}`);
+    };
+    void jobs
+      .run(job.id, {
+        onProgress: (v) => {
+          progress.push(v.canary!.rate);
+          consistent(v);
+        },
+      })
+      .then((v) => (view = v));
     expect(await clock.runUntil(() => view !== undefined, 600_000)).toBe(true);
 
     expect(view!.state).toBe('stopped');
     expect(view!.stopReason).toMatch(/^\d+ of \d+ messages sent back failed again .*the cause is not fixed/);
     expect(view!.canary).toMatchObject({ handled: HEALTHY });
+    consistent(view!);
+    consistent(jobs.get(job.id)!);
+    expect(lagging).toEqual([]);
     expect(view!.canary!.failedAgain).toBeGreaterThanOrEqual(1);
     // The rate grew while messages were handled.
     expect(Math.max(...progress)).toBeGreaterThanOrEqual(4);
@@ -134,5 +150,44 @@ describe('edit and retry', () => {
     // A refused destination sends nothing and leaves the entry failed.
     await expect(jobs.editAndRetry('entry-1', { body: Buffer.from('{}'), by: 'bob', requestId: 'r2' }, { to: 'nowhere' })).rejects.toThrow("no queue 'nowhere' exists");
     expect(store.get('entry-1')!.status).toBe('failed');
+  });
+
+  it('the same edit submitted from two processes (two store connections) is sent once; the second answers with the first one\'s outcome', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 1);
+    const other = ErrorStore.open(store.path);
+    closers.push(() => other.close());
+    const body = Buffer.from('{"n":0,"fixed":true}');
+    const requestId = editRequestId('entry-0', body, undefined);
+    const results = await Promise.all([
+      new RetryJobs({ store, transport }).editAndRetry('entry-0', { body, by: 'alice', requestId }),
+      new RetryJobs({ store: other, transport }).editAndRetry('entry-0', { body, by: 'alice', requestId }),
+    ]);
+    expect(results.map((r) => r.duplicate).sort()).toEqual([false, true]);
+    expect(results.every((r) => r.sentTo === 'orders' && r.messageId === 'order-0')).toBe(true);
+    const db = new Database(transport.path, { readonly: true });
+    const copies = db.prepare<[], number>(`SELECT count(*) FROM messages WHERE queue = 'orders'`).pluck(true).get();
+    db.close();
+    expect(copies).toBe(1);
+    expect(listEdits({ store: other }, 'entry-0')).toHaveLength(1);
+  });
+
+  it('an edit whose send failed is recorded as failed; the same request id tried again sends it', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 1);
+    let down = true;
+    const flaky: Transport = Object.assign(Object.create(transport) as Transport, {
+      send: (queue: string, message: Parameters<Transport['send']>[1]) => (down ? Promise.reject(new Error('connection refused')) : transport.send(queue, message)),
+    });
+    Object.defineProperty(flaky, 'inspection', { get: () => transport.inspection });
+    const jobs = new RetryJobs({ store, transport: flaky });
+    const edit = { body: Buffer.from('{}'), by: 'alice', requestId: 'r-retry' };
+    await expect(jobs.editAndRetry('entry-0', edit)).rejects.toThrow('connection refused');
+    expect(store.database.prepare(`SELECT state, error FROM edits WHERE request_id = 'r-retry'`).get()).toEqual({ state: 'failed', error: 'connection refused' });
+    expect(store.get('entry-0')!.status).toBe('failed');
+    expect(listEdits({ store }, 'entry-0')).toEqual([]);
+    down = false;
+    expect(await jobs.editAndRetry('entry-0', edit)).toEqual({ sentTo: 'orders', messageId: 'order-0', duplicate: false });
+    expect(listEdits({ store }, 'entry-0')).toHaveLength(1);
   });
 });

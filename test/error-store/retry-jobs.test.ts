@@ -108,6 +108,61 @@ describe('RetryJobs', () => {
     expect(store.count({ status: 'retried' })).toBe(2_000);
   });
 
+  it('one job run by two processes (two store connections): the second is refused while the first holds the lease; each entry is sent once', async () => {
+    const { transport, store } = await setup();
+    await fill(store, 300);
+    const other = ErrorStore.open(store.path);
+    closers.push(() => other.close());
+    const job = await new RetryJobs({ store, transport }).create({ filter: {} }, { by: 'dashboard' });
+    const [first, second] = await Promise.allSettled([new RetryJobs({ store, transport }).run(job.id), new RetryJobs({ store: other, transport }).run(job.id)]);
+    expect(first).toMatchObject({ status: 'fulfilled', value: { state: 'done', sent: 300 } });
+    expect(second.status).toBe('rejected');
+    expect((second as PromiseRejectedResult).reason.message).toMatch(new RegExp(`retry job ${job.id} is already running \\(run [^)]+, lease until .+\\); wait for it to end or pause it`));
+    const sent = onQueue(transport, 'orders');
+    expect(sent.size).toBe(300);
+    expect(Math.max(...sent.values())).toBe(1);
+  });
+
+  it('a run whose lease ran out (its process froze) is taken over: the new run sends them, the old one stops without sending', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 23));
+    const { transport, store } = await setup({ clock });
+    await fill(store, 100);
+    const other = ErrorStore.open(store.path, { clock });
+    closers.push(() => other.close());
+    // The first process freezes while it checks where its first entry goes.
+    let thaw!: () => void;
+    const frozen = new Promise<void>((resolve) => (thaw = resolve));
+    let checking = false;
+    const freezing: Transport = Object.create(transport) as Transport;
+    Object.defineProperty(freezing, 'inspection', {
+      get: () => ({
+        queueKinds: async (queues: readonly string[]) => {
+          checking = true;
+          await frozen;
+          return transport.inspection!.queueKinds!(queues);
+        },
+      }),
+    });
+    const a = new RetryJobs({ store, transport: freezing, clock, leaseMs: 30_000 });
+    const job = await a.create({ filter: {} }, { by: 'cli' });
+    const runA = a.run(job.id);
+    while (!checking) await new Promise((resolve) => setImmediate(resolve));
+    await expect(new RetryJobs({ store: other, transport, clock }).run(job.id)).rejects.toThrow('is already running');
+    // Frozen past its lease: nothing renews it.
+    other.database.prepare('UPDATE retry_jobs SET lease_until = ? WHERE id = ?').run(clock.now() - 1, job.id);
+    const b = await new RetryJobs({ store: other, transport, clock }).run(job.id);
+    expect(b).toMatchObject({ state: 'done', sent: 100 });
+    thaw();
+    const a2 = await runA;
+    expect(a2.state).toBe('stopped');
+    expect(a2.stopReason).toMatch(/^this run's lease ran out and run \S+ took the job over/);
+    expect(new RetryJobs({ store, transport, clock }).get(job.id)).toMatchObject({ state: 'done', sent: 100 });
+    const sent = onQueue(transport, 'orders');
+    expect(sent.size).toBe(100);
+    // Thawed, the old run saw its lease gone before sending: nothing went twice.
+    expect(Math.max(...sent.values())).toBe(1);
+  });
+
   it('keeps to the rate on the injected clock: 200/s for 10 s sends 2,000 within one burst', async () => {
     const clock = new FakeClock(Date.UTC(2026, 10, 23));
     const { transport, store } = await setup({ clock });

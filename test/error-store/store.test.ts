@@ -2,7 +2,11 @@ import { existsSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { listEdits } from '../../src/error-store/edit.js';
+import { RetryJobs } from '../../src/error-store/retry-jobs.js';
+import { ERROR_STORE_SCHEMA_VERSION } from '../../src/error-store/schema.js';
 import { ErrorStore } from '../../src/error-store/store.js';
+import type { Transport } from '../../src/transport/types.js';
 import { HEADER } from '../../src/headers/names.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { failureHeaders, scratchDir } from './support.js';
@@ -186,4 +190,85 @@ describe('ErrorStore', () => {
     expect(() => ErrorStore.open(link)).toThrow(/symbolic link/);
     expect(existsSync(target)).toBe(false);
   });
+
+  it('opens a store made by the first layout (schema version 1): migrates it, keeping entries, jobs and edits', async () => {
+    const file = join(scratchDir(), 'v1.db');
+    const old = new Database(file);
+    old.exec(V1_LAYOUT);
+    old.pragma('user_version = 1');
+    old.close();
+    const store = ErrorStore.open(file, { clock: new FakeClock(T0) });
+    stores.push(store);
+    expect(store.database.pragma('user_version', { simple: true })).toBe(2);
+    const columns = (table: string) => store.database.prepare<[string], string>('SELECT name FROM pragma_table_info(?)').pluck(true).all(table);
+    expect(columns('retry_jobs')).toEqual(expect.arrayContaining(['run_id', 'lease_until']));
+    expect(columns('edits')).toEqual(expect.arrayContaining(['state', 'until', 'error']));
+    expect(store.get('e-1')).toMatchObject({ messageId: 'm-1', status: 'failed' });
+    const jobs = new RetryJobs({ store, transport: {} as Transport });
+    expect(jobs.get('job-old')).toMatchObject({ state: 'stopped', total: 1 });
+    expect(listEdits({ store })).toMatchObject([{ requestId: 'r-1', key: 'e-0', sentTo: 'orders' }]);
+    // A store without the retry tables (never retried from) migrates too, and reopening changes nothing.
+    const bare = join(scratchDir(), 'v1-bare.db');
+    const db = new Database(bare);
+    db.exec(V1_LAYOUT.slice(0, V1_LAYOUT.indexOf('CREATE TABLE retry_jobs')));
+    db.pragma('user_version = 1');
+    db.close();
+    ErrorStore.open(bare).close();
+    const again = ErrorStore.open(bare);
+    stores.push(again);
+    expect(new RetryJobs({ store: again, transport: {} as Transport }).list()).toEqual([]);
+  });
+
+  it('refuses a store from a newer redeliver, saying which version it has', () => {
+    const file = join(scratchDir(), 'v99.db');
+    const db = new Database(file);
+    db.exec('CREATE TABLE entries (seq INTEGER PRIMARY KEY)');
+    db.pragma('user_version = 99');
+    db.close();
+    expect(() => ErrorStore.open(file)).toThrow(`ErrorStore: ${file} has schema version 99, newer than this redeliver's ${ERROR_STORE_SCHEMA_VERSION}; upgrade redeliver`);
+  });
 });
+
+/** The tables as the first layout (schema version 1) made them, with one entry, one job and one edit. */
+const V1_LAYOUT = `
+CREATE TABLE entries (
+  seq INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, error_queue TEXT NOT NULL, message_id TEXT NOT NULL, original_queue TEXT NOT NULL,
+  endpoint TEXT NOT NULL, host TEXT NOT NULL, reason TEXT NOT NULL, error_name TEXT NOT NULL, message TEXT NOT NULL, top_frame TEXT NOT NULL,
+  signature TEXT NOT NULL, failed_at INTEGER NOT NULL, ingested_at INTEGER NOT NULL, replay_count INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('failed', 'retrying', 'retried', 'replaced', 'deleted')),
+  retried_count INTEGER NOT NULL DEFAULT 0, last_retried_at INTEGER, last_retried_by TEXT, retried_to TEXT,
+  outcome TEXT CHECK (outcome IN ('handled', 'failed-again')), outcome_at INTEGER, claim TEXT, claim_until INTEGER,
+  version INTEGER NOT NULL, headers TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX entries_by_time ON entries (status, failed_at);
+CREATE INDEX entries_by_group ON entries (status, signature, failed_at);
+CREATE INDEX entries_by_queue ON entries (error_queue, status, failed_at);
+CREATE INDEX entries_by_message ON entries (message_id);
+CREATE INDEX entries_by_version ON entries (version);
+CREATE INDEX entries_retried ON entries (signature, outcome) WHERE retried_count > 0;
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('version', 2);
+INSERT INTO entries (key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
+  failed_at, ingested_at, replay_count, status, version, headers, body)
+VALUES ('e-0', 'error', 'm-0', 'orders', 'ep', 'h', 'retries-exhausted', 'Error', 'x', '', 'sig', 1, 1, 0, 'replaced', 1, '{}', x''),
+       ('e-1', 'error', 'm-1', 'orders', 'ep', 'h', 'retries-exhausted', 'Error', 'x', '', 'sig', 1, 1, 0, 'failed', 2, '{}', x'7b7d');
+CREATE TABLE retry_jobs (
+  id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, by TEXT NOT NULL, selection TEXT NOT NULL, options TEXT NOT NULL,
+  snapshot_seq INTEGER NOT NULL, total INTEGER NOT NULL, sent INTEGER NOT NULL DEFAULT 0, refused INTEGER NOT NULL DEFAULT 0,
+  already_handled INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL, stop_reason TEXT, canary TEXT
+) WITHOUT ROWID;
+CREATE INDEX retry_jobs_by_time ON retry_jobs (created_at);
+CREATE TABLE retry_job_items (
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL,
+  result TEXT CHECK (result IN ('sent', 'already-handled', 'refused', 'failed')), detail TEXT, PRIMARY KEY (job_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE edits (
+  request_id TEXT PRIMARY KEY, key TEXT NOT NULL, by TEXT NOT NULL, at INTEGER NOT NULL, sent_to TEXT NOT NULL, message_id TEXT NOT NULL,
+  body_size_before INTEGER NOT NULL, body_size_after INTEGER NOT NULL, changed_headers TEXT NOT NULL, body_before BLOB, body_after BLOB
+) WITHOUT ROWID;
+CREATE INDEX edits_by_key ON edits (key);
+INSERT INTO retry_jobs (id, created_at, by, selection, options, snapshot_seq, total, state, stop_reason)
+VALUES ('job-old', 1, 'cli', '{"keys":["e-1"]}', '{}', 2, 1, 'stopped', 'paused: resume with the job id');
+INSERT INTO retry_job_items (job_id, seq, key) VALUES ('job-old', 2, 'e-1');
+INSERT INTO edits VALUES ('r-1', 'e-0', 'alice', 1, 'orders', 'm-0', 2, 2, '{}', NULL, NULL);
+`;

@@ -175,7 +175,7 @@ describe.skipIf(Boolean(skip))('Redis error-queue operations and inspection', ()
     const errorQueue = `error-${randomUUID().slice(0, 6)}`;
     await client.xadd(scratch.keys.stream(errorQueue), '*', 'i', 'lost', 'h', '{}', 'b', 'x');
     const [entry] = await ops.browse(errorQueue);
-    await expect(ops.sendBack(errorQueue, entry!.key)).rejects.toThrow('message lost does not say which queue it failed on');
+    await expect(ops.sendBack(errorQueue, entry!.key)).rejects.toThrow('refused to send message lost back: it does not say which queue it failed on');
     await register('dest', 'work');
     expect(await ops.sendBack(errorQueue, entry!.key, { queue: 'dest' })).toBe('dest');
   });

@@ -8,7 +8,9 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { editRequestId } from '../../error-store/edit.js';
 import type { EntryFilter } from '../../error-store/filter.js';
 import { parseRate } from '../../error-store/rate-limiter.js';
-import { listRetryJobs, RetryJobs, type RetryJobView, type RetrySelection } from '../../error-store/retry-jobs.js';
+import { DEFAULT_CANARY_MAX_RATE } from '../../error-store/canary.js';
+import { listRetryJobs, RetryJobs, type CanaryOptions, type RetryJobView, type RetrySelection } from '../../error-store/retry-jobs.js';
+import { count, durationFlag } from '../policy-options.js';
 import { oneLine, plural, shortTime, table } from '../format.js';
 import { UsageError } from '../open-transport.js';
 import { InterruptedError, ioOf, type CliIo } from '../program.js';
@@ -26,6 +28,11 @@ export interface StoreRetryOptions extends FilterOptions {
   errorQueue?: string;
   rate?: number;
   canary?: boolean;
+  canaryStartRate?: number;
+  canaryGrowth?: number;
+  canaryWindow?: number;
+  canaryOutcomeTimeout?: number;
+  canaryMaxFailedAgain?: number;
   resume?: string;
   by?: string;
   json?: boolean;
@@ -34,8 +41,13 @@ export interface StoreRetryOptions extends FilterOptions {
 /** Adds `--store`, the store filters and the retry-job options to the `errors retry` command. */
 export function addStoreRetryOptions(command: Command): Command {
   return addStoreFilterOptions(command, false)
-    .option('--rate <rate>', 'with --store: sends per second at most: 200/s, 200 or 12000/min (default unlimited)', rateOption)
+    .option('--rate <rate>', 'with --store: sends per second at most: 200/s, 200 or 12000/min (default unlimited; with --canary the fastest it goes, default 500/s)', rateOption)
     .option('--canary', 'with --store: send one entry, wait until it is handled, then speed up; stop by itself when messages fail again')
+    .option('--canary-start-rate <rate>', 'with --canary: sends per second once the first message was handled (default 1/s)', rateOption)
+    .option('--canary-growth <factor>', 'with --canary: rate multiplier per window in which messages were handled (default 2)', growthOption)
+    .option('--canary-window <duration>', 'with --canary: how often outcomes are read and the rate adjusted (default 1s)', positiveDuration)
+    .option('--canary-outcome-timeout <duration>', 'with --canary: the longest wait for an outcome before it stops (default 60s)', positiveDuration)
+    .option('--canary-max-failed-again <n>', 'with --canary: messages that may fail again before it stops (default 0)', count)
     .option('--resume <job-id>', 'with --store: continue a retry job that stopped or was interrupted')
     .option('--by <name>', 'with --store: who is retrying, recorded on each entry', 'cli');
 }
@@ -47,7 +59,7 @@ export function addStoreRetryOptions(command: Command): Command {
 export function retriesFromStore(command: Command): boolean {
   const io = ioOf(command);
   if (storePath(command.opts<{ store?: string }>(), io.env ?? process.env) !== undefined) return true;
-  const storeOnly = [...givenFilterFlags(command), ...['--rate', '--canary', '--resume', '--by'].filter((flag) => command.getOptionValueSource(flag.slice(2)) === 'cli')];
+  const storeOnly = [...givenFilterFlags(command), ...['--rate', '--canary', ...CANARY_FLAGS.map((f) => f.flag), '--resume', '--by'].filter((flag) => given(command, flag))];
   if (storeOnly.length > 0) throw new UsageError(`${storeOnly.join(', ')} work on the error store only: add --store <file>`);
   return false;
 }
@@ -57,6 +69,7 @@ export async function storeRetry(command: Command, target: string, key: string |
   const io = ioOf(command);
   const path = storePath(opts, io.env ?? process.env)!.path;
   const filter = filterOf(command, opts, systemClock.now());
+  checkCanaryFlags(command, opts);
   await withStore(command, path, { create: false }, async (store) => {
     await withTransport(command, target, async (transport, io) => {
       const jobs = new RetryJobs({ store, transport });
@@ -71,8 +84,7 @@ export async function storeRetry(command: Command, target: string, key: string |
           by: opts.by ?? 'cli',
           ...(opts.to === undefined ? {} : { to: opts.to }),
           ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
-          ...(opts.rate === undefined ? {} : { ratePerSecond: opts.rate }),
-          ...(opts.canary ? { canary: true as const } : {}),
+          ...(opts.canary ? { canary: canaryOf(opts) } : opts.rate === undefined ? {} : { ratePerSecond: opts.rate }),
         });
         await write(io.stderr, `retry job ${job.id}: ${plural(job.total, 'entry', 'entries')} (snapshot up to entry ${job.snapshotSeq})\n`);
       }
@@ -218,12 +230,56 @@ function requiredStore(command: Command, opts: { store?: string }): string {
   return found.path;
 }
 
+/** The ramp flags of a canary replay, and the option of {@link CanaryOptions} each sets. */
+const CANARY_FLAGS = [
+  { flag: '--canary-start-rate', option: 'startRate', key: 'canaryStartRate' },
+  { flag: '--canary-growth', option: 'growth', key: 'canaryGrowth' },
+  { flag: '--canary-window', option: 'windowMs', key: 'canaryWindow' },
+  { flag: '--canary-outcome-timeout', option: 'outcomeTimeoutMs', key: 'canaryOutcomeTimeout' },
+  { flag: '--canary-max-failed-again', option: 'maxFailedAgain', key: 'canaryMaxFailedAgain' },
+] as const satisfies readonly { flag: string; option: keyof CanaryOptions; key: keyof StoreRetryOptions }[];
+
+/** Whether `flag` was given on the command line (not a default). */
+function given(command: Command, flag: string): boolean {
+  return command.getOptionValueSource(command.options.find((o) => o.long === flag)!.attributeName()) === 'cli';
+}
+
+/** The canary options the flags give: `--rate` is its ceiling (`maxRate`), the `--canary-*` flags its ramp. */
+function canaryOf(opts: StoreRetryOptions): CanaryOptions {
+  const options: { -readonly [K in keyof CanaryOptions]: CanaryOptions[K] } = opts.rate === undefined ? {} : { maxRate: opts.rate };
+  for (const { option, key } of CANARY_FLAGS) if (opts[key] !== undefined) options[option] = opts[key];
+  const ceiling = options.maxRate ?? DEFAULT_CANARY_MAX_RATE;
+  if (options.startRate !== undefined && options.startRate > ceiling) {
+    throw new UsageError(`--canary-start-rate (${options.startRate}/s) is above the canary's ceiling --rate (${ceiling}/s${options.maxRate === undefined ? ', the default' : ''})`);
+  }
+  return options;
+}
+
+/** Refuses `--canary-*` flags without `--canary`. */
+function checkCanaryFlags(command: Command, opts: StoreRetryOptions): void {
+  if (opts.canary) return;
+  const stray = CANARY_FLAGS.find(({ flag }) => given(command, flag));
+  if (stray) throw new UsageError(`${stray.flag} needs --canary`);
+}
+
 function rateOption(value: string): number {
   try {
     return parseRate(value);
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
+}
+
+function growthOption(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 1) throw new InvalidArgumentError('expected a number of at least 1 (2 doubles the rate each window)');
+  return n;
+}
+
+function positiveDuration(value: string): number {
+  const ms = durationFlag(value);
+  if (ms < 1) throw new InvalidArgumentError('expected a duration of at least 1 ms');
+  return ms;
 }
 
 function countOption(value: string): number {

@@ -25,7 +25,7 @@ import type { StoredMsg, StreamInfo } from '@nats-io/jetstream';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
-import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { systemClock, type Clock } from '../../time/clock.js';
 import type {
   BrowseOptions,
@@ -163,7 +163,7 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     if (message === undefined) return undefined;
     const entry = errorEntryOf(errorQueue, names.stream, message);
     const destination = options.queue ?? failureQueueOf(entry.headers);
-    if (!destination) throw new Error(`message ${entry.messageId} does not say which queue it failed on; name the queue to send it to`);
+    if (!destination) throw noDestination(entry.messageId);
     checkDestinationAllowed(destination, errorQueue, entry.messageId, options.allowedQueues);
     const kind = (await this.queueKinds([destination])).get(destination);
     if (kind !== 'work') throw new SendBackRefusedError(destination, kind === 'error' ? 'error-queue' : 'missing', entry.messageId);

@@ -15,7 +15,7 @@ import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { checkDelay, MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 
 /** Options of {@link MemoryTransport}. */
@@ -105,7 +105,7 @@ export class MemoryTransport implements Transport {
       if (index < 0) return undefined;
       const message = list[index]!;
       const target = options.queue ?? failureQueueOf(message.headers);
-      if (!target) throw new Error(`message ${message.id} does not say which queue it failed on; name the queue to send it to`);
+      if (!target) throw noDestination(message.id);
       checkDestinationAllowed(target, queue, message.id, options.allowedQueues);
       if (this.#errorQueues.has(target)) throw new SendBackRefusedError(target, 'error-queue', message.id);
       if (!this.#ready.has(target) && !this.#subscriptions.has(target)) throw new SendBackRefusedError(target, 'missing', message.id);

@@ -30,7 +30,7 @@
  */
 import type { GetMessage } from 'amqplib';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { checkDestinationAllowed, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError, type SendBackRefusal } from '../../operations/send-back-destination.js';
 import { BulkTally, failureResult, sendBackOptionsOf } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
 import type {
@@ -250,7 +250,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
       return async (message, entry, pass, tally) => {
         const destination = queue ?? failureQueueOf(entry.headers);
         if (destination === undefined) {
-          tally.record({ outcome: 'failed', entry, error: new Error(`message ${entry.messageId} does not say which queue it failed on; name the queue to send it to`) });
+          tally.record(failureResult(entry, noDestination(entry.messageId)));
           return undefined;
         }
         try {
@@ -438,7 +438,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
         const { headers } = decodeHeaders(message.properties.headers);
         const id = messageIdOf(message, headers);
         const destination = options.queue ?? failureQueueOf(headers);
-        if (destination === undefined) throw new Error(`message ${id} does not say which queue it failed on; name the queue to send it to`);
+        if (destination === undefined) throw noDestination(id);
         checkQueueName(destination);
         checkDestinationAllowed(destination, errorQueue, id, options.allowedQueues);
         // Passive checks only: the destination may come from a header anyone could write, and a send-back never creates a queue.

@@ -23,7 +23,7 @@ import type { Redis } from 'ioredis';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
 import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
-import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { systemClock, type Clock } from '../../time/clock.js';
 import type {
   BrowseOptions,
@@ -139,7 +139,7 @@ export class RedisOperations implements ErrorQueueOperations, QueueInspection {
     if (raw === undefined) return undefined;
     const entry = strict(raw);
     const destination = options.queue ?? failureQueueOf(entry.headers);
-    if (!destination) throw new Error(`message ${entry.id} does not say which queue it failed on; name the queue to send it to`);
+    if (!destination) throw noDestination(entry.id);
     checkDestinationAllowed(destination, errorQueue, entry.id, options.allowedQueues);
     const headers = encodeHeaders(replayHeaders(entry.headers, new Date(this.#clock.now())));
     const reply = await this.#scripts.run(

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { checkDestinationAllowed, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import type { Clock } from '../../time/clock.js';
 import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
@@ -109,7 +109,7 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
         if (!row) return undefined;
         const headers = parseHeaders(row.headers);
         const destination = options.queue ?? failureQueueOf(headers);
-        if (!destination) throw new Error(`message ${row.id} does not say which queue it failed on; name the queue to send it to`);
+        if (!destination) throw noDestination(row.id);
         checkDestinationAllowed(destination, queue, row.id, options.allowedQueues);
         const kind = this.#kind.get(destination);
         if (kind === 'error') throw new SendBackRefusedError(destination, 'error-queue', row.id);
