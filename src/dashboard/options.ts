@@ -51,10 +51,12 @@ export interface DashboardOptions {
   /** Endpoints running in this process, whose throughput and flow-control state the dashboard shows. Default none. */
   endpoints?: readonly DashboardEndpoint[];
   /**
-   * A secret every request must carry, as `Authorization: Bearer <token>` or
-   * as the cookie set by opening the page once with `?token=<token>`. At
-   * least 16 characters. Required when `host` is not a loopback address.
-   * Default none (only this machine can connect).
+   * The secret every request must carry: as `Authorization: Bearer <token>`,
+   * or by opening the page once with `?token=<token>`, which starts a
+   * session kept in a cookie (see docs/operations-dashboard.md). At least 16
+   * characters. Default a random one, made up at start and read from
+   * {@link Dashboard.token}: on a loopback address too, as every user of the
+   * machine can connect to it.
    */
   token?: string;
   /**
@@ -68,8 +70,8 @@ export interface DashboardOptions {
    */
   chartToken?: string;
   /**
-   * The address to listen on. Default `127.0.0.1`. Anything other than a
-   * loopback address (`127.x.x.x`, `::1`, `localhost`) requires `token`.
+   * The address to listen on. Default `127.0.0.1`. On a loopback address
+   * (`127.x.x.x`, `::1`, `localhost`) the Host header is checked too.
    */
   host?: string;
   /** The port to listen on. Default 0: a free port, read it from `url`. */
@@ -79,7 +81,7 @@ export interface DashboardOptions {
    * it, such as `https://ops.example.com/redeliver/`; the proxy passes the
    * path below it on with the prefix removed. State-changing requests must
    * then come from its origin (`Origin: https://ops.example.com`), its host
-   * is accepted as the Host header, and the token cookie is scoped to its
+   * is accepted as the Host header, and the session cookie is scoped to its
    * path and marked `Secure` when it is https. Requests made straight to the
    * listening address keep working as without it. Default none.
    */
@@ -113,6 +115,7 @@ export interface DashboardConfig {
   readonly ingest: DashboardIngestOptions | undefined;
   readonly errorQueues: readonly string[];
   readonly endpoints: readonly DashboardEndpoint[];
+  /** The `token` option; undefined: the dashboard makes one up when it starts. */
   readonly token: string | undefined;
   readonly chartToken: string | undefined;
   readonly host: string;
@@ -170,9 +173,6 @@ export function resolveDashboardConfig(options: DashboardOptions, systemClock: C
   const chartToken = options.chartToken;
   if (chartToken !== undefined && (typeof chartToken !== 'string' || chartToken.length < MIN_TOKEN_LENGTH)) {
     throw new DashboardOptionError(`chartToken must be at least ${MIN_TOKEN_LENGTH} characters`);
-  }
-  if (!isLoopbackHost(host) && token === undefined) {
-    throw new DashboardOptionError(`refusing to listen on ${host} without a token: anyone who can reach it could replay and delete messages. Pass a token, or listen on 127.0.0.1`);
   }
   const port = options.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new DashboardOptionError('port must be a whole number from 0 to 65535');

@@ -2,8 +2,6 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isLoopbackHost } from './options.js';
 
-/** The cookie that carries the token after the page was opened once with `?token=`. */
-export const TOKEN_COOKIE = 'redeliver_dashboard_token';
 /** The request header that carries the CSRF token on state-changing requests. */
 export const CSRF_HEADER = 'x-redeliver-csrf';
 
@@ -64,11 +62,6 @@ export function bracket(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
-/** The token a request carries, from `Authorization: Bearer` or the cookie. */
-export function presentedToken(req: IncomingMessage): string | undefined {
-  return bearerToken(req) ?? cookie(req, TOKEN_COOKIE);
-}
-
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */
 export function bearerToken(req: IncomingMessage): string | undefined {
   const auth = req.headers.authorization;
@@ -94,12 +87,12 @@ export function cookie(req: IncomingMessage, name: string): string | undefined {
 }
 
 /**
- * The Set-Cookie value that keeps the token for this dashboard: scoped to
- * the public path and `Secure` when the dashboard is served over https.
+ * The Set-Cookie value of a session cookie: scoped to the public path and
+ * `Secure` when the dashboard is served over https.
  */
-export function tokenCookie(token: string, publicUrl: URL | undefined): string {
+export function sessionCookie(name: string, sessionId: string, publicUrl: URL | undefined): string {
   const secure = publicUrl?.protocol === 'https:' ? '; Secure' : '';
-  return `${TOKEN_COOKIE}=${encodeURIComponent(token)}; Path=${publicUrl?.pathname ?? '/'}; HttpOnly; SameSite=Strict${secure}`;
+  return `${name}=${encodeURIComponent(sessionId)}; Path=${publicUrl?.pathname ?? '/'}; HttpOnly; SameSite=Strict${secure}`;
 }
 
 /**
@@ -143,7 +136,7 @@ export function stateChangeRefusal(req: IncomingMessage, csrfToken: string, publ
  * browsers: a request a browser made (it carries `Origin`, or Fetch
  * Metadata other than `Sec-Fetch-Site: none`) is refused whatever it
  * carries, and only `Authorization: Bearer <chartToken>` admits it (the
- * dashboard token, its cookie and the CSRF token do not).
+ * dashboard token, its session cookie and the CSRF token do not).
  */
 export function chartPostRefusal(req: IncomingMessage, chartToken: string): { status: number; error: string } | undefined {
   const site = req.headers['sec-fetch-site'];

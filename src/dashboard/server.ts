@@ -12,21 +12,23 @@ import {
   bracket,
   chartPostRefusal,
   pagePolicy,
-  presentedToken,
   randomToken,
   safeEqual,
+  sessionCookie,
   setSecurityHeaders,
   stateChangeRefusal,
-  tokenCookie,
 } from './security.js';
+import { authenticate, sessionCookieName, Sessions, type Actor } from './sessions.js';
 import { StatsCollector } from './stats.js';
 import { openStoreMode, type StoreMode } from './store-mode.js';
 import { renderStorePage } from './store-page.js';
 
 /** A running dashboard. */
 export interface Dashboard {
-  /** Where it listens, such as `http://127.0.0.1:8080/`. With a token, open it once as `url + '?token=' + token`. */
+  /** Where it listens, such as `http://127.0.0.1:8080/`. Open it once as `url + '?token=' + token`. */
   readonly url: string;
+  /** The secret every request must carry: the `token` option, else the random one made up at start. */
+  readonly token: string;
   /** Where people open it: the `publicUrl` option, else {@link url}. */
   readonly publicUrl: string;
   /**
@@ -53,17 +55,21 @@ const CHART_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ances
  * Starts the operations dashboard: failure groups of the error queues,
  * each message's story, retry and delete, and live counters; read from the
  * error queues in place, or from an error store (`store`). It listens on
- * 127.0.0.1 unless told otherwise, and refuses any other address without a
- * token.
+ * 127.0.0.1 unless told otherwise, and every request must carry the token
+ * (see {@link Dashboard.token}).
  */
 export async function createDashboard(options: DashboardOptions): Promise<Dashboard> {
   const config = resolveDashboardConfig(options, systemClock);
   const storeMode: StoreMode | undefined = config.store === undefined ? undefined : await openStoreMode(config);
   const inPlace = storeMode ? undefined : inPlaceMode(config);
+  const token = config.token ?? randomToken();
   const csrfToken = randomToken();
+  const sessions = new Sessions();
   const charts = config.chartToken === undefined ? undefined : new ChartShelf(config.clock);
   /** Host header values accepted; undefined on a non-loopback address, where the token guards instead. */
   let hosts: Set<string> | undefined;
+  /** The session cookie's name, which holds the port; known once it listens. */
+  let cookieName = '';
   /** Where people open the dashboard, ending in `/`; known once it listens. */
   let publicBase = '';
 
@@ -86,18 +92,16 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
     // Charts come from command line tools, which prove themselves with the chart token alone.
     if (url.pathname === '/api/charts' && method === 'POST') return postChart(req, res);
 
-    if (config.token !== undefined) {
-      const queryToken = url.pathname === '/' && method === 'GET' ? url.searchParams.get('token') : null;
-      if (queryToken !== null && safeEqual(queryToken, config.token)) {
-        // Trade the token in the address bar for a cookie, and drop it from the address.
-        res.setHeader('Set-Cookie', tokenCookie(config.token, config.publicUrl));
-        res.writeHead(303, { Location: config.publicUrl?.pathname ?? '/' }).end();
-        return;
-      }
-      const presented = presentedToken(req);
-      if (presented === undefined || !safeEqual(presented, config.token)) {
-        return json(res, 403, { error: 'a valid token is required: open the address printed by `redeliver dashboard`, or send Authorization: Bearer <token>' });
-      }
+    const queryToken = url.pathname === '/' && method === 'GET' ? url.searchParams.get('token') : null;
+    if (queryToken !== null && safeEqual(queryToken, token)) {
+      // Trade the token in the address bar for a session cookie, and drop it from the address.
+      res.setHeader('Set-Cookie', sessionCookie(cookieName, sessions.open().id, config.publicUrl));
+      res.writeHead(303, { Location: config.publicUrl?.pathname ?? '/' }).end();
+      return;
+    }
+    const actor = authenticate(req, token, sessions, cookieName);
+    if (actor === undefined) {
+      return json(res, 403, { error: 'a valid token is required: open the page once with ?token=<token> (`redeliver dashboard` says where the token is), or send Authorization: Bearer <token>' });
     }
 
     const path = url.pathname;
@@ -120,7 +124,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
           if (method !== 'POST') return methodNotAllowed(res, storeMode.getPaths.has(path) ? 'GET, HEAD, POST' : 'POST');
           const refusal = stateChangeRefusal(req, csrfToken, config.publicUrl);
           if (refusal) return json(res, refusal.status, { error: refusal.error });
-          return json(res, 200, await storeMode.api.post(path, await readJson(req)));
+          return json(res, 200, await storeMode.api.post(path, await readJson(req), actorName(actor)));
         }
         if (method !== 'GET' && method !== 'HEAD') return methodNotAllowed(res, 'GET, HEAD');
         return json(res, 200, await storeMode.api.get(path, url.searchParams));
@@ -186,6 +190,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
   publicBase = config.publicUrl?.href ?? url;
   return {
     url,
+    token,
     publicUrl: publicBase,
     close() {
       closed ??= new Promise<void>((resolve) => {
@@ -201,7 +206,9 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       server.once('error', reject);
       server.listen(config.port, config.host, () => {
         server.off('error', reject);
-        hosts = allowedHosts(config.host, (server.address() as AddressInfo).port, config.publicUrl);
+        const { port } = server.address() as AddressInfo;
+        hosts = allowedHosts(config.host, port, config.publicUrl);
+        cookieName = sessionCookieName(port);
         resolve();
       });
     });
@@ -213,6 +220,11 @@ function inPlaceMode(config: DashboardConfig): { api: DashboardApi; stats: Stats
   const groups = new GroupIndex(config.transport.errorQueue!, config.clock, config.groupCacheMs, config.maxScan);
   const stats = new StatsCollector(config);
   return { api: new DashboardApi(config, groups, stats), stats };
+}
+
+/** Who the store records as having made a change: `dashboard token`, or `dashboard session-<8 hex digits>`. */
+function actorName(actor: Actor): string {
+  return `dashboard ${actor}`;
 }
 
 function json(res: ServerResponse, status: number, value: unknown): void {

@@ -131,13 +131,13 @@ export class StoreApi {
     });
   }
 
-  /** Answers a POST to one of {@link STORE_POST_PATHS}. */
-  async post(path: string, body: unknown): Promise<unknown> {
+  /** Answers a POST to one of {@link STORE_POST_PATHS}; retries and edits record `by` as who made them. */
+  async post(path: string, body: unknown, by: string): Promise<unknown> {
     const input = object(body);
     const field: Field = (name) => (Object.hasOwn(input, name) ? input[name] : undefined);
     if (path === '/api/delete') return withRangeErrors(() => this.delete(field));
-    if (path === '/api/jobs') return withRangeErrors(() => this.retries.start(field));
-    if (path === '/api/edit-retry') return this.retries.edit(field);
+    if (path === '/api/jobs') return withRangeErrors(() => this.retries.start(field, by));
+    if (path === '/api/edit-retry') return this.retries.edit(field, by);
     throw new ApiError(404, 'not found');
   }
 

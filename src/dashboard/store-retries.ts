@@ -12,9 +12,6 @@ import { redactCredentials } from '../util/redact.js';
 import { ApiError } from './api.js';
 import { filterOf } from './store-api.js';
 
-/** Who the store records as having sent entries back from the dashboard. */
-export const DASHBOARD_ACTOR = 'dashboard';
-
 /** A job as the page shows it. */
 export interface JobView {
   readonly id: string;
@@ -49,9 +46,10 @@ export class StoreRetries {
    * POST /api/jobs {filter, maxSeq, ratePerSecond} | {key}: records a job
    * over the waiting entries the filter selects (held to the snapshot
    * `maxSeq` the operator saw), or over one entry, and runs it in the
-   * background. Resolves the job as created.
+   * background, recording `by` as who sent the entries back. Resolves the
+   * job as created.
    */
-  async start(field: Field): Promise<JobView> {
+  async start(field: Field, by: string): Promise<JobView> {
     const key = field('key');
     const rate = field('ratePerSecond');
     if (rate !== undefined && !(typeof rate === 'number' && Number.isFinite(rate) && rate > 0)) throw new ApiError(400, 'ratePerSecond must be a number above 0');
@@ -68,7 +66,7 @@ export class StoreRetries {
       selection = { filter: { ...filterOf((name) => (Object.hasOwn(values, name) ? values[name] : undefined)), maxSeq: maxSeq as number } };
     }
     const job = await this.jobs.create(selection, {
-      by: DASHBOARD_ACTOR,
+      by,
       ...(typeof rate === 'number' ? { ratePerSecond: rate } : {}),
       ...(this.allowedQueues === undefined ? {} : { allowedQueues: this.allowedQueues }),
     });
@@ -96,9 +94,10 @@ export class StoreRetries {
    * POST /api/edit-retry {key, body, headers, requestId}: sends an edited
    * copy of one entry (the body as UTF-8 text, the headers replacing the
    * entry's) and marks the entry replaced. The page makes `requestId` when
-   * the edit dialog opens, so a second click sends nothing again.
+   * the edit dialog opens, so a second click sends nothing again. `by` is
+   * recorded as who edited.
    */
-  async edit(field: Field): Promise<{ sentTo: string; messageId: string; duplicate: boolean }> {
+  async edit(field: Field, by: string): Promise<{ sentTo: string; messageId: string; duplicate: boolean }> {
     const key = field('key');
     const requestId = field('requestId');
     const body = field('body');
@@ -113,7 +112,7 @@ export class StoreRetries {
       return await this.jobs.editAndRetry(
         key,
         {
-          by: DASHBOARD_ACTOR,
+          by,
           requestId,
           ...(body === undefined ? {} : { body: new TextEncoder().encode(body) }),
           ...(headers === undefined ? {} : { headers: headers as Record<string, string> }),

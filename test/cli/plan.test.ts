@@ -9,6 +9,7 @@ import { serveDashboard } from '../../src/cli/commands/dashboard.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { buildProgram, runProgram } from '../../src/cli/program.js';
 import { capture } from './support.js';
+import { tokenFromFile } from '../dashboard/support.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'redeliver-plan-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -116,9 +117,11 @@ describe('redeliver plan', () => {
       expect(JSON.parse(json.stdout)).toMatchObject({ attempts: 24 });
       const shown = /^Chart shown on the dashboard: (\S+)$/m.exec(json.stderr);
       expect(shown, json.stderr).not.toBeNull();
-      const list = (await (await fetch(new URL('api/charts', url))).json()) as { charts: { title: string }[] };
+      // The operator reads the charts with the token `redeliver dashboard` made up; plan needed none.
+      const operator = { headers: { Authorization: `Bearer ${tokenFromFile(env, url)}` } };
+      const list = (await (await fetch(new URL('api/charts', url), operator)).json()) as { charts: { title: string }[] };
       expect(list.charts.map((c) => c.title)).toEqual(['Retry plan: 24 attempts, longest 1 min to the error queue']);
-      const svg = await (await fetch(shown![1]!)).text();
+      const svg = await (await fetch(shown![1]!, operator)).text();
       expect(svg).toContain('<svg');
       const off = await plan(['--no-dashboard'], env);
       expect(off.stdout).not.toContain('dashboard');

@@ -18,7 +18,7 @@ import { publishChart } from '../../src/dashboard/chart-feed.js';
 import { MAX_CHART_BYTES } from '../../src/dashboard/charts.js';
 import { readRuntimeFile, runtimeFilePath, stateDir, writeRuntimeFile } from '../../src/dashboard/runtime-file.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
-import { request } from './support.js';
+import { operatorRequest, tokenFromFile, type request } from './support.js';
 
 const root = mkdtempSync(join(tmpdir(), 'redeliver-chart-feed-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -33,8 +33,15 @@ const SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><cir
 const quiet = () => new Writable({ write: (_chunk, _enc, done) => done() });
 const base: DashboardCommandOptions = { port: 0, host: '127.0.0.1', errorQueue: [] };
 
-/** Runs `serveDashboard` on a memory transport until it is listening; `stop()` ends it; `err` is what it wrote to stderr. */
-async function serve(env: Record<string, string>, opts: Partial<DashboardCommandOptions> = {}): Promise<{ url: string; err: string[]; stop: () => Promise<void> }> {
+/**
+ * Runs `serveDashboard` on a memory transport until it is listening; `stop()`
+ * ends it; `err` is what it wrote to stderr; `request` carries its token (the
+ * one given, else the one in its token file).
+ */
+async function serve(
+  env: Record<string, string>,
+  opts: Partial<DashboardCommandOptions> = {},
+): Promise<{ url: string; err: string[]; request: typeof request; stop: () => Promise<void> }> {
   const abort = new AbortController();
   const err: string[] = [];
   let ready: (url: string) => void = () => undefined;
@@ -48,9 +55,11 @@ async function serve(env: Record<string, string>, opts: Partial<DashboardCommand
     onReady: (u) => ready(u),
   });
   const url = await Promise.race([listening, served.then(() => Promise.reject(new Error('the dashboard stopped before listening')))]);
+  const token = opts.token ?? tokenFromFile(env, url);
   return {
     url,
     err,
+    request: operatorRequest(() => token),
     stop: async () => {
       abort.abort();
       await served;
@@ -92,7 +101,7 @@ describe('the runtime file of redeliver dashboard', () => {
 
   it('is written owner-only while the dashboard serves, and removed when it stops', async () => {
     const { dir, env } = freshEnv();
-    const { url, stop } = await serve(env);
+    const { url, request, stop } = await serve(env);
     const path = join(dir, 'dashboard.json');
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(path).mode & 0o777).toBe(0o600);
@@ -116,19 +125,25 @@ describe('the runtime file of redeliver dashboard', () => {
 
   it('is not written with --no-chart-feed, and the dashboard then takes no charts', async () => {
     const { dir, env } = freshEnv();
-    const { url, stop } = await serve(env, { chartFeed: false });
+    const { url, request, stop } = await serve(env, { chartFeed: false });
     expect(existsSync(join(dir, 'dashboard.json'))).toBe(false);
     expect((await request(`${url}api/charts`)).status).toBe(404);
     await stop();
   });
 
-  it('warns and serves on when it cannot be written', async () => {
+  it('warns and serves on when it cannot be written (with --token, so no token file is needed)', async () => {
     const blocked = join(root, 'a-file');
     writeFileSync(blocked, '');
-    const { url, err, stop } = await serve({ REDELIVER_STATE_DIR: join(blocked, 'state') });
+    const { url, err, request, stop } = await serve({ REDELIVER_STATE_DIR: join(blocked, 'state') }, { token: 'a-token-of-the-operator-0123456789' });
     expect(err.join('')).toMatch(/^warn charts from redeliver plan and simulate will not reach this dashboard: cannot write .*a-file\/state\/dashboard\.json/);
     expect((await request(`${url}api/groups`)).status).toBe(200);
     await stop();
+  });
+
+  it('without --token, refuses to start when the token file cannot be written either', async () => {
+    const blocked = join(root, 'another-file');
+    writeFileSync(blocked, '');
+    await expect(serve({ REDELIVER_STATE_DIR: join(blocked, 'state') })).rejects.toThrow(/cannot write the token file .*another-file\/state\/dashboard-\d+\.token.*pass --token/);
   });
 });
 
@@ -140,7 +155,7 @@ describe('publishChart', () => {
 
   it('shows the chart on the running dashboard and answers its address', async () => {
     const { env } = freshEnv();
-    const { url, stop } = await serve(env);
+    const { url, request, stop } = await serve(env);
     cleanups.push(stop);
     const shown = await publishChart({ title: 'Outage: load over time', svg: SVG }, { env });
     expect(shown).toEqual({ url: expect.stringMatching(new RegExp(`^${url}api/charts/[A-Za-z0-9_-]+\\.svg$`)) });
@@ -153,7 +168,7 @@ describe('publishChart', () => {
 
   it('answers why, when the dashboard refuses the chart', async () => {
     const { dir, env } = freshEnv();
-    const { url, stop } = await serve(env);
+    const { url, request, stop } = await serve(env);
     cleanups.push(stop);
     expect(await publishChart({ title: 'not a chart', svg: '<p>hello</p>' }, { env })).toEqual({ refused: 'HTTP 400: svg must be an SVG document starting with <svg' });
     const big = `<svg>${' '.repeat(MAX_CHART_BYTES)}</svg>`;

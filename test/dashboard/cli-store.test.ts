@@ -12,7 +12,7 @@ import { UsageError } from '../../src/cli/open-transport.js';
 import { ErrorStore } from '../../src/error-store/store.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { deadLetter, failureHeaders, scratchDir } from '../error-store/support.js';
-import { request, waitFor } from './support.js';
+import { operatorRequest, tokenFromFile, waitFor } from './support.js';
 
 const dir = scratchDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -49,9 +49,12 @@ describe('redeliver dashboard --store', () => {
     try {
       await waitFor(() => url !== '', 10_000, 'the dashboard to listen');
       expect(out.text).toContain(`from store ${storePath} (ingesting)`);
+      const token = tokenFromFile({ REDELIVER_STATE_DIR: dir }, url);
+      const request = operatorRequest(() => token);
       await waitFor(async () => (await request(`${url}api/summary`)).json().failed === 2, 15_000, 'two entries ingested');
-      const page = await request(url);
-      expect(page.text).toContain('id="f-text"');
+      const page = await request(`${url}?token=${encodeURIComponent(token)}`);
+      expect(page.status).toBe(303);
+      expect((await request(url)).text).toContain('id="f-text"');
       const entries = (await request(`${url}api/entries?text=boom%202`)).json();
       expect(entries.entries.map((e: { messageId: string }) => e.messageId)).toEqual(['m-2']);
     } finally {

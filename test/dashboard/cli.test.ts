@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -9,10 +9,11 @@ import { registerDashboard, serveDashboard, type DashboardCommandOptions } from 
 import { UsageError } from '../../src/cli/open-transport.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import type { Transport } from '../../src/transport/types.js';
-import { csrfOf, deadLetterAll, postHeaders, request, sqliteWithErrorQueue } from './support.js';
+import { tokenFilePath } from '../../src/dashboard/token-file.js';
+import { bearer, csrfOf, deadLetterAll, operatorRequest, postHeaders, request, sqliteWithErrorQueue } from './support.js';
 
 const sqlite = await sqliteWithErrorQueue();
-/** Where the dashboards started here write their runtime file. */
+/** Where the dashboards started here write their runtime and token files. */
 const stateDir = mkdtempSync(join(tmpdir(), 'redeliver-state-'));
 afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
@@ -36,12 +37,8 @@ function sink(): Writable & { text: string } {
 describe('redeliver dashboard', () => {
   afterAll(() => sqlite?.cleanup());
 
-  it('refuses a non-loopback address without a token, before opening the store', async () => {
-    await expect(program().parseAsync(['node', 'redeliver', 'dashboard', '/no/such/file.db', '--host', '0.0.0.0'])).rejects.toThrow(UsageError);
-    await expect(program().parseAsync(['node', 'redeliver', 'dashboard', '/no/such/file.db', '--host', '0.0.0.0'])).rejects.toThrow(/without a token/);
-  });
-
   it('names a missing SQLite file', async () => {
+    await expect(program().parseAsync(['node', 'redeliver', 'dashboard', '/no/such/file.db'])).rejects.toThrow(UsageError);
     await expect(program().parseAsync(['node', 'redeliver', 'dashboard', '/no/such/file.db'])).rejects.toThrow(/no SQLite file/);
   });
 
@@ -51,12 +48,19 @@ describe('redeliver dashboard', () => {
     for (const option of ['--port', '--host', '--token', '--error-queue', '--public-url', '--allow-queue', '--no-chart-feed', 'REDELIVER_STATE_DIR', '[target]', 'REDELIVER_URL']) expect(run.stdout).toContain(option);
   });
 
-  /** Runs `serveDashboard` until it is listening; `stop()` ends it and resolves what it settled with. */
+  /** The token file of the dashboard listening at `url`. */
+  const tokenFile = (url: string) => tokenFilePath({ REDELIVER_STATE_DIR: stateDir }, Number(new URL(url).port));
+
+  /**
+   * Runs `serveDashboard` until it is listening; `token` is the one given, else
+   * the one read from its token file, as the operator does. `stop()` ends it
+   * and resolves what it settled with.
+   */
   async function serve(
     target: string | undefined,
     opts: Partial<DashboardCommandOptions>,
     io: { env?: NodeJS.ProcessEnv; openTransport?: () => Promise<Transport> } = {},
-  ): Promise<{ url: string; out: string; stop: () => Promise<unknown> }> {
+  ): Promise<{ url: string; token: string; out: string; stop: () => Promise<unknown> }> {
     const abort = new AbortController();
     const out = sink();
     let url = '';
@@ -71,6 +75,7 @@ describe('redeliver dashboard', () => {
     }
     return {
       url,
+      token: opts.token ?? io.env?.['REDELIVER_DASHBOARD_TOKEN'] ?? readFileSync(tokenFile(url), 'utf8').trim(),
       out: out.text,
       stop: () => {
         abort.abort();
@@ -83,8 +88,8 @@ describe('redeliver dashboard', () => {
     const transport = await sqlite!.create('cli');
     await deadLetterAll(transport, [{ n: 1, fail: { name: 'Boom', message: 'boom 1' } }]);
     await transport.close();
-    const { url, out, stop } = await serve(sqlite!.path('cli'), {});
-    const groups = (await request(`${url}api/groups`)).json();
+    const { url, token, out, stop } = await serve(sqlite!.path('cli'), {});
+    const groups = (await operatorRequest(() => token)(`${url}api/groups`)).json();
     expect(groups.groups[0]).toMatchObject({ count: 1, signature: { errorName: 'Boom' } });
     expect(out).toContain(url);
     expect(await stop()).toBeUndefined();
@@ -94,15 +99,16 @@ describe('redeliver dashboard', () => {
     const transport = await sqlite!.create('cli-env');
     await deadLetterAll(transport, [{ n: 1, fail: { name: 'Boom', message: 'boom 1' } }]);
     await transport.close();
-    const { url, out, stop } = await serve(
+    const { url, token, out, stop } = await serve(
       '-',
       { publicUrl: 'https://ops.example.com/redeliver', allowQueue: ['elsewhere'] },
       { env: { REDELIVER_URL: sqlite!.path('cli-env') } },
     );
     expect(out).toContain(`redeliver dashboard for ${sqlite!.path('cli-env')} at https://ops.example.com/redeliver/ (listening on ${url})`);
-    const csrf = await csrfOf(url);
-    const key = (await request(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
-    const retry = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key }) });
+    const operator = operatorRequest(() => token);
+    const csrf = await csrfOf(url, bearer(token));
+    const key = (await operator(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
+    const retry = await operator(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key }) });
     expect(retry.status).toBe(409);
     expect(retry.json().error).toContain("'orders' is not one of the queues allowed");
     expect(await stop()).toBeUndefined();
@@ -113,5 +119,32 @@ describe('redeliver dashboard', () => {
     expect(out).toContain(`redeliver dashboard for amqp://ops:***@127.0.0.1:1/ at ${url}`);
     expect(out).not.toContain('s3cret');
     expect(await stop()).toBeUndefined();
+  });
+
+  it('makes up a token, writes it to a file only its user can read, and prints where it is, never the token', async () => {
+    const { url, token, out, stop } = await serve('memory', {}, { openTransport: async () => new MemoryTransport() });
+    const file = tokenFile(url);
+    expect(token).toMatch(/^[A-Za-z0-9_-]{32,}$/);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(out).not.toContain(token);
+    expect(out).toContain(`sign in: open ${url}?token=<token> once, with the token in ${file} (readable by you only)`);
+    // Without the token (another user of the machine, who cannot read the file) nothing is served.
+    expect((await request(url)).status).toBe(403);
+    expect((await request(`${url}api/groups`)).status).toBe(403);
+    expect((await request(`${url}api/groups`, { headers: bearer(token) })).status).toBe(200);
+    expect(await stop()).toBeUndefined();
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('with a token given (--token or REDELIVER_DASHBOARD_TOKEN) writes no token file and prints no token', async () => {
+    const given = 'a-token-of-the-operator-0123456789';
+    for (const [opts, env] of [[{ token: given }, {}], [{}, { REDELIVER_DASHBOARD_TOKEN: given }]] as const) {
+      const { url, out, stop } = await serve('memory', opts, { env, openTransport: async () => new MemoryTransport() });
+      expect(out).not.toContain(given);
+      expect(out).toContain('with the token you gave (--token or REDELIVER_DASHBOARD_TOKEN)');
+      expect(existsSync(tokenFile(url))).toBe(false);
+      expect((await request(`${url}api/groups`, { headers: bearer(given) })).status).toBe(200);
+      expect(await stop()).toBeUndefined();
+    }
   });
 });

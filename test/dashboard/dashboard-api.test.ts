@@ -4,7 +4,7 @@ import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { DashboardOptionError } from '../../src/dashboard/options.js';
 import { HEADER } from '../../src/headers/names.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
-import { csrfOf, deadLetterAll, postHeaders, request, waitFor, wrongToken, type TestMessage } from './support.js';
+import { bearer, csrfOf, deadLetterAll, operatorRequest, postHeaders, request as rawRequest, signIn, waitFor, wrongToken, type TestMessage } from './support.js';
 
 const TOKEN = 'a-test-token-0123456789abcdef';
 
@@ -14,6 +14,9 @@ const tooLarge = (n: number): TestMessage => ({ n, fail: { name: 'RangeError', m
 describe('dashboard JSON API', () => {
   let transport: MemoryTransport;
   let dashboard: Dashboard | undefined;
+  /** Requests of the dashboard's operator, who has its token. */
+  const request = operatorRequest(() => dashboard!.token);
+  const auth = () => bearer(dashboard!.token);
 
   afterEach(async () => {
     await dashboard?.close();
@@ -113,7 +116,7 @@ describe('dashboard JSON API', () => {
 
   it('retries one message, retries a group, and deletes one', async () => {
     const url = await start([notFound(1), notFound(2), notFound(3), tooLarge(4), tooLarge(5)]);
-    const csrf = await csrfOf(url);
+    const csrf = await csrfOf(url, auth());
     const groups = (await request(`${url}api/groups`)).json().groups;
     const notFoundGroup = groups[0].signature.id;
     const rangeGroup = groups[1].signature.id;
@@ -146,7 +149,7 @@ describe('dashboard JSON API', () => {
 
   it('sends back only to the allowed queues, and never to a queue that does not exist', async () => {
     const url = await start([notFound(1), notFound(2), tooLarge(3)], { allowedQueues: ['orders.replay'] });
-    const csrf = await csrfOf(url);
+    const csrf = await csrfOf(url, auth());
     const [group] = (await request(`${url}api/groups`)).json().groups;
     const entries = (await request(`${url}api/entries?errorQueue=error`)).json().entries;
     const one = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entries[0].key }) });
@@ -164,7 +167,7 @@ describe('dashboard JSON API', () => {
     const forged = { [HEADER.failureQueue]: 'billing.internal', [HEADER.failureReason]: 'unrecoverable', [HEADER.failureMessage]: 'x' };
     await transport.send('error', { id: 'forged', body: new TextEncoder().encode('{}'), headers: forged });
     dashboard = await createDashboard({ transport });
-    const csrf = await csrfOf(dashboard.url);
+    const csrf = await csrfOf(dashboard.url, auth());
     const [entry] = (await request(`${dashboard.url}api/entries?errorQueue=error`)).json().entries;
     const res = await request(`${dashboard.url}api/retry`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify({ errorQueue: 'error', key: entry.key }) });
     expect(res.status).toBe(409);
@@ -227,6 +230,9 @@ describe('dashboard JSON API', () => {
 describe('dashboard security', () => {
   let transport: MemoryTransport;
   let dashboard: Dashboard | undefined;
+  /** Requests of the dashboard's operator, who has its token. */
+  const request = operatorRequest(() => dashboard!.token);
+  const auth = () => bearer(dashboard!.token);
 
   afterEach(async () => {
     await dashboard?.close();
@@ -267,7 +273,7 @@ describe('dashboard security', () => {
 
   it('refuses state changes without the CSRF token, from another origin, or not as JSON (403 / 415)', async () => {
     const url = await start();
-    const csrf = await csrfOf(url);
+    const csrf = await csrfOf(url, auth());
     const key = (await request(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
     const body = JSON.stringify({ errorQueue: 'error', key });
     const good = postHeaders(url, csrf);
@@ -304,55 +310,97 @@ describe('dashboard security', () => {
     expect((await request(`${url}api/groups`, { headers: { Host: `localhost:${port}` } })).status).toBe(200);
   });
 
-  it('requires the token on every request when one is set, by bearer or by cookie', async () => {
-    const url = await start({ token: TOKEN });
-    expect((await request(url)).status).toBe(403);
-    expect((await request(`${url}api/groups`)).status).toBe(403);
-    expect((await request(`${url}api/groups`, { headers: { Authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(403);
-    expect((await request(`${url}api/groups`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
-    expect((await request(`${url}?token=wrong`)).status).toBe(403);
+  it('makes up a random token when none is given, and refuses every request without it: another user of the machine gets nothing', async () => {
+    const url = await start();
+    expect(dashboard!.token).toMatch(/^[A-Za-z0-9_-]{32,}$/);
+    const other = await createDashboard({ transport });
+    try {
+      expect(other.token).not.toBe(dashboard!.token);
+    } finally {
+      await other.close();
+    }
+    const page = await rawRequest(url);
+    expect(page.status).toBe(403);
+    expect(page.text).not.toContain('redeliver-csrf');
+    for (const path of ['api/groups', 'api/stats', 'api/entries?errorQueue=error']) expect((await rawRequest(`${url}${path}`)).status, path).toBe(403);
+    const key = (await request(`${url}api/entries?errorQueue=error`)).json().entries[0].key;
+    expect((await rawRequest(`${url}api/entries/error/${encodeURIComponent(key)}`)).status).toBe(403);
+    // A write carrying everything but the token (the CSRF token as the page serves it to the operator) is refused too.
+    const csrf = await csrfOf(url, auth());
+    const body = JSON.stringify({ errorQueue: 'error', key });
+    for (const path of ['api/retry', 'api/delete']) expect((await rawRequest(`${url}${path}`, { method: 'POST', headers: postHeaders(url, csrf), body })).status, path).toBe(403);
+    expect(transport.depth('error')).toBe(1);
+    expect((await rawRequest(`${url}api/groups`, { headers: { Authorization: `Bearer ${wrongToken(dashboard!.token)}` } })).status).toBe(403);
+    expect((await rawRequest(`${url}?token=${wrongToken(dashboard!.token)}`)).status).toBe(403);
+  });
 
-    const login = await request(`${url}?token=${TOKEN}`);
+  it('requires the token on every request when one is set, by bearer or by the session cookie it is traded for', async () => {
+    const url = await start({ token: TOKEN });
+    expect(dashboard!.token).toBe(TOKEN);
+    expect((await rawRequest(url)).status).toBe(403);
+    expect((await rawRequest(`${url}api/groups`)).status).toBe(403);
+    expect((await rawRequest(`${url}api/groups`, { headers: { Authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(403);
+    expect((await rawRequest(`${url}api/groups`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    expect((await rawRequest(`${url}?token=wrong`)).status).toBe(403);
+
+    const login = await rawRequest(`${url}?token=${TOKEN}`);
     expect(login.status).toBe(303);
     expect(login.headers.location).toBe('/');
     const setCookie = String(login.headers['set-cookie']);
+    expect(setCookie).toMatch(new RegExp(`^redeliver_dashboard_${new URL(url).port}=`));
+    expect(setCookie).not.toContain(TOKEN); // the cookie holds a session, not the token
     expect(setCookie).toMatch(/HttpOnly/);
     expect(setCookie).toMatch(/SameSite=Strict/);
     expect(setCookie).toMatch(/Path=\/;/);
     expect(setCookie).not.toMatch(/Secure/); // plain http without a public https URL
     const cookie = setCookie.split(';')[0]!;
-    expect((await request(`${url}api/groups`, { headers: { Cookie: cookie } })).status).toBe(200);
+    expect((await rawRequest(`${url}api/groups`, { headers: { Cookie: cookie } })).status).toBe(200);
+    expect((await rawRequest(`${url}api/groups`, { headers: { Cookie: `${cookie.split('=')[0]}=${TOKEN}` } })).status).toBe(403);
 
     // With the token but without CSRF, state changes are still refused.
-    const key = (await request(`${url}api/entries?errorQueue=error`, { headers: { Cookie: cookie } })).json().entries[0].key;
+    const key = (await rawRequest(`${url}api/entries?errorQueue=error`, { headers: { Cookie: cookie } })).json().entries[0].key;
     const body = JSON.stringify({ errorQueue: 'error', key });
-    const noCsrf = await request(`${url}api/retry`, { method: 'POST', headers: { Cookie: cookie, 'Content-Type': 'application/json', Origin: new URL(url).origin }, body });
+    const noCsrf = await rawRequest(`${url}api/retry`, { method: 'POST', headers: { Cookie: cookie, 'Content-Type': 'application/json', Origin: new URL(url).origin }, body });
     expect(noCsrf.status).toBe(403);
     const csrf = await csrfOf(url, { Cookie: cookie });
-    const noToken = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body });
+    const noToken = await rawRequest(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body });
     expect(noToken.status).toBe(403);
-    const ok = await request(`${url}api/retry`, { method: 'POST', headers: { ...postHeaders(url, csrf), Cookie: cookie }, body });
+    const ok = await rawRequest(`${url}api/retry`, { method: 'POST', headers: { ...postHeaders(url, csrf), Cookie: cookie }, body });
     expect(ok.status).toBe(200);
   });
 
-  it('refuses to start on a non-loopback address without a token, or with a short one', async () => {
+  it("refuses the session cookie of a dashboard on another port of the same host, even one with the same token", async () => {
+    const url = await start({ token: TOKEN });
+    const other = await createDashboard({ transport, token: TOKEN });
+    try {
+      const otherCookie = await signIn(other.url, TOKEN);
+      expect(otherCookie.split('=')[0]).toBe(`redeliver_dashboard_${new URL(other.url).port}`);
+      expect((await rawRequest(`${other.url}api/groups`, { headers: { Cookie: otherCookie } })).status).toBe(200);
+      expect((await rawRequest(`${url}api/groups`, { headers: { Cookie: otherCookie } })).status).toBe(403);
+      expect((await rawRequest(url, { headers: { Cookie: otherCookie } })).status).toBe(403);
+      // Under this dashboard's cookie name, the other's session is still unknown here.
+      const renamed = `redeliver_dashboard_${new URL(url).port}=${otherCookie.split('=')[1]}`;
+      expect((await rawRequest(`${url}api/groups`, { headers: { Cookie: renamed } })).status).toBe(403);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('refuses a short token', async () => {
     transport = new MemoryTransport();
-    await expect(createDashboard({ transport, host: '0.0.0.0' })).rejects.toThrow(DashboardOptionError);
-    await expect(createDashboard({ transport, host: '0.0.0.0' })).rejects.toThrow(/without a token/);
-    await expect(createDashboard({ transport, host: '::' })).rejects.toThrow(/without a token/);
-    await expect(createDashboard({ transport, host: '192.168.1.10' })).rejects.toThrow(/without a token/);
     await expect(createDashboard({ transport, host: '0.0.0.0', token: 'short' })).rejects.toThrow(/at least 16/);
+    await expect(createDashboard({ transport, token: 'short' })).rejects.toThrow(DashboardOptionError);
     await expect(createDashboard({ transport, errorQueues: [] })).rejects.toThrow(DashboardOptionError);
     await expect(createDashboard({ transport: { ...transport, errorQueue: undefined, name: 'bare' } as never })).rejects.toThrow(/cannot browse error queues/);
   });
 
-  it('starts on all interfaces with a token, and then every request needs it', async () => {
+  it('starts on all interfaces with a random token when none is given, and then every request needs it', async () => {
     transport = new MemoryTransport();
-    dashboard = await createDashboard({ transport, host: '0.0.0.0', token: TOKEN });
+    dashboard = await createDashboard({ transport, host: '0.0.0.0' });
     const port = new URL(dashboard.url).port;
     const local = `http://127.0.0.1:${port}/`;
-    expect((await request(`${local}api/groups`)).status).toBe(403);
-    expect((await request(`${local}api/groups`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
-    await waitFor(async () => (await request(`${local}api/stats`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status === 200);
+    expect((await rawRequest(`${local}api/groups`)).status).toBe(403);
+    expect((await rawRequest(`${local}api/groups`, { headers: auth() })).status).toBe(200);
+    await waitFor(async () => (await rawRequest(`${local}api/stats`, { headers: auth() })).status === 200);
   });
 });

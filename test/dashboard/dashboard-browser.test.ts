@@ -60,13 +60,14 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     sqlite?.cleanup();
   });
 
-  async function open(query = ''): Promise<Page> {
+  /** Opens the page as its operator does the first time: with `?token=`, which becomes a session cookie. */
+  async function open(): Promise<Page> {
     const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
     page.on('console', (m) => {
       if (/Content Security Policy|Refused to/i.test(m.text())) cspViolations.push(m.text());
     });
     page.on('dialog', (d) => void d.accept());
-    await page.goto(`${dashboard!.url}${query}`);
+    await page.goto(`${dashboard!.url}?token=${encodeURIComponent(dashboard!.token)}`);
     return page;
   }
 
@@ -143,9 +144,9 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     });
     await waitFor(() => ep.stats.deadLettered === 1, 10_000, 'the hostile message to be dead-lettered');
 
-    // With a token: the page is opened once with ?token=, which becomes an HttpOnly cookie.
+    // With a token of the operator's choosing: the page is opened once with ?token=, which becomes an HttpOnly session cookie.
     dashboard = await createDashboard({ transport: transport!, endpoints: [ep], token: TOKEN });
-    const page = await open(`?token=${TOKEN}`);
+    const page = await open();
     expect(new URL(page.url()).search).toBe('');
     const group = page.locator('[data-testid="group-row"]');
     await expect.poll(() => group.count(), { timeout: 10_000 }).toBe(1);
@@ -172,7 +173,7 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     transport = new MemoryTransport();
     const chartToken = 'browser-chart-token-0123456789';
     dashboard = await createDashboard({ transport, token: TOKEN, chartToken });
-    const page = await open(`?token=${TOKEN}`);
+    const page = await open();
     await expect.poll(() => page.locator('[data-testid="error-queue-card"]').count(), { timeout: 10_000 }).toBe(1);
     expect(await page.locator('[data-testid="charts-panel"]').isHidden()).toBe(true);
 

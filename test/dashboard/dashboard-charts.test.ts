@@ -13,7 +13,7 @@ import { FakeClock } from '../../src/time/fake-clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { scratchDir } from '../error-store/support.js';
-import { csrfOf, postHeaders, request, wrongToken } from './support.js';
+import { bearer, csrfOf, operatorRequest, postHeaders, signIn, wrongToken } from './support.js';
 
 const CHART_TOKEN = 'chart-token-0123456789abcdef';
 const TOKEN = 'a-test-token-0123456789abcdef';
@@ -25,6 +25,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('charts on the dashboard', () => {
   let dashboard: Dashboard | undefined;
+  /** Requests of the dashboard's operator, who has its token. */
+  const request = operatorRequest(() => dashboard!.token);
   let transport: MemoryTransport | SqliteTransport | undefined;
   let clock: FakeClock;
 
@@ -95,7 +97,7 @@ describe('charts on the dashboard', () => {
 
   it("refuses the page's CSRF token and cookie, and any request a browser made", async () => {
     const url = await start({ token: TOKEN });
-    const cookie = `redeliver_dashboard_token=${TOKEN}`;
+    const cookie = await signIn(url, TOKEN);
     const csrf = await csrfOf(url, { Cookie: cookie });
     const fromPage = await post(url, { title: 't', svg: SVG }, { ...postHeaders(url, csrf), Cookie: cookie, 'Sec-Fetch-Site': 'same-origin' });
     expect(fromPage.status).toBe(403);
@@ -111,7 +113,7 @@ describe('charts on the dashboard', () => {
     // The chart token opens nothing else; the list and the charts need the dashboard token like every other read.
     expect((await request(`${url}api/charts`, { headers: { Authorization: `Bearer ${CHART_TOKEN}` } })).status).toBe(403);
     expect((await request(`${url}api/groups`, { headers: { Authorization: `Bearer ${CHART_TOKEN}` } })).status).toBe(403);
-    const list = await request(`${url}api/charts`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    const list = await request(`${url}api/charts`, { headers: bearer(TOKEN) });
     expect(list.json().charts).toHaveLength(1);
   });
 

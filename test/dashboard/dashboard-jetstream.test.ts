@@ -5,7 +5,7 @@ import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { NATS_URL, natsSkipReason } from '../support/brokers.js';
 import { deleteJetStreamPrefix, jetStreamPrefix } from '../support/jetstream-scratch.js';
-import { csrfOf, postHeaders, request, sendAll, waitFor, type TestMessage } from './support.js';
+import { bearer, csrfOf, operatorRequest, postHeaders, sendAll, type TestMessage, waitFor } from './support.js';
 
 const skip = await natsSkipReason();
 
@@ -27,6 +27,7 @@ describe.skipIf(Boolean(skip))('dashboard on NATS JetStream', () => {
       },
     });
     const dashboard = await createDashboard({ transport, errorQueues: [errorQueue] });
+    const request = operatorRequest(() => dashboard.token);
     try {
       await endpoint.start();
       await sendAll(transport, queue, [1, 2, 3, 4].map((n) => ({ n, fail: { name: 'RangeError', message: `amount ${n * 7} is over the limit` } })));
@@ -52,7 +53,7 @@ describe.skipIf(Boolean(skip))('dashboard on NATS JetStream', () => {
       expect(stats.queues).toContainEqual({ queue: errorQueue, kind: 'error', ready: 4, delayed: 0, inFlight: 0 });
       expect(stats.queues).toContainEqual(expect.objectContaining({ queue, kind: 'work', ready: 0 }));
 
-      const csrf = await csrfOf(url);
+      const csrf = await csrfOf(url, bearer(dashboard.token));
       const removed = await request(`${url}api/delete`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue, key }) });
       expect(removed.json()).toEqual({ deleted: true });
       expect((await request(`${url}api/entries/${errorQueue}/${key}`)).status).toBe(404);

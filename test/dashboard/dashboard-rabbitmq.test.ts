@@ -5,7 +5,7 @@ import { createDashboard } from '../../src/dashboard/index.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RABBITMQ_URL, rabbitSkipReason } from '../support/brokers.js';
-import { csrfOf, postHeaders, request, sendAll, waitFor, type TestMessage } from './support.js';
+import { bearer, csrfOf, operatorRequest, postHeaders, sendAll, type TestMessage, waitFor } from './support.js';
 
 const skip = await rabbitSkipReason();
 
@@ -27,6 +27,7 @@ describe.skipIf(Boolean(skip))('dashboard on RabbitMQ', () => {
       },
     });
     const dashboard = await createDashboard({ transport, errorQueues: [errorQueue] });
+    const request = operatorRequest(() => dashboard.token);
     try {
       await endpoint.start();
       await sendAll(transport, queue, [1, 2, 3].map((n) => ({ n, fail: { name: 'RangeError', message: `amount ${n * 7} is over the limit` } })));
@@ -39,7 +40,7 @@ describe.skipIf(Boolean(skip))('dashboard on RabbitMQ', () => {
       expect(groups[0]).toMatchObject({ errorQueue, count: 3, signature: { errorName: 'RangeError', message: 'amount <n> is over the limit' } });
 
       poisoned = false;
-      const csrf = await csrfOf(url);
+      const csrf = await csrfOf(url, bearer(dashboard.token));
       const retry = await request(`${url}api/retry`, { method: 'POST', headers: postHeaders(url, csrf), body: JSON.stringify({ errorQueue, group: groups[0].signature.id }) });
       expect(retry.json()).toEqual({ sent: 3, missing: 0, failed: 0 });
       await waitFor(() => handled.length === 3, 20_000, 'the replayed messages to be handled');

@@ -3,7 +3,7 @@ import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { HEADER } from '../../src/headers/names.js';
 import type { Delivery, Transport } from '../../src/transport/types.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
-import { request, sqliteWithErrorQueue, waitFor } from './support.js';
+import { operatorRequest, sqliteWithErrorQueue, waitFor } from './support.js';
 
 const ENTRIES = 10_000;
 const SIGNATURES = 40;
@@ -68,6 +68,8 @@ afterAll(() => sqlite?.cleanup());
 describe.each(targets)('dashboard with $name and 10,000 dead letters', ({ create, skip }) => {
   let transport: Transport | undefined;
   let dashboard: Dashboard | undefined;
+  /** Requests of the dashboard's operator, who has its token. */
+  const request = operatorRequest(() => dashboard!.token);
 
   afterEach(async () => {
     await dashboard?.close();

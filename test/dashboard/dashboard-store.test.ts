@@ -14,7 +14,7 @@ import type { IngestEntry } from '../../src/error-store/types.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { deadLetter, failureHeaders, scratchDir } from '../error-store/support.js';
-import { csrfOf, postHeaders, request, waitFor } from './support.js';
+import { bearer, csrfOf, operatorRequest, postHeaders, request as rawRequest, signIn, waitFor } from './support.js';
 
 const dir = scratchDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,6 +30,8 @@ describe('dashboard in store mode', () => {
   let store: ErrorStore;
   let clock: FakeClock;
   let dashboard: Dashboard;
+  /** Requests of the dashboard's operator, who has its token. */
+  const request = operatorRequest(() => dashboard.token);
 
   beforeEach(async () => {
     clock = new FakeClock(NOW);
@@ -146,7 +148,7 @@ describe('dashboard in store mode', () => {
   });
 
   it('deletes one entry, and a selection only with a matching confirmation, held to its snapshot', async () => {
-    const csrf = await csrfOf(dashboard.url);
+    const csrf = await csrfOf(dashboard.url, bearer(dashboard.token));
     const post = async (body: unknown) => {
       const res = await request(`${dashboard.url}api/delete`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify(body) });
       return { status: res.status, body: res.json() };
@@ -179,8 +181,9 @@ describe('dashboard store mode: retries', () => {
       entry('lost-1', { message: 'nowhere', queue: 'no-such-queue' }),
     ]);
     const dashboard = await createDashboard({ transport, store });
+    const request = operatorRequest(() => dashboard.token);
     try {
-      const csrf = await csrfOf(dashboard.url);
+      const csrf = await csrfOf(dashboard.url, bearer(dashboard.token));
       const post = async (path: string, body: unknown) => {
         const res = await request(`${dashboard.url}${path}`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify(body) });
         return { status: res.status, body: res.json() };
@@ -212,6 +215,36 @@ describe('dashboard store mode: retries', () => {
       store.close();
     }
   });
+
+  it('records who sent an entry back: the signed-in session (a name that gives nothing away), or the token', async () => {
+    const store = ErrorStore.open(join(dir, 'who.db'));
+    const transport = new SqliteTransport({ path: join(dir, 'who-transport.db'), pollIntervalMs: 20 });
+    await (await transport.consume('orders', (d) => void d.release(), { prefetch: 1 })).close();
+    await store.ingest([1, 2, 3].map((i) => entry(`w-${i}`, { message: `boom ${i}`, queue: 'orders' })));
+    const [first, second, third] = [1, 2, 3].map((i) => store.search({ text: `w-${i}` }).entries[0]!.key);
+    const dashboard = await createDashboard({ transport, store });
+    try {
+      const retryAs = async (headers: Record<string, string>, key: string) => {
+        const csrf = await csrfOf(dashboard.url, headers);
+        const res = await rawRequest(`${dashboard.url}api/jobs`, { method: 'POST', headers: { ...postHeaders(dashboard.url, csrf), ...headers }, body: JSON.stringify({ key }) });
+        expect(res.status).toBe(200);
+        await waitFor(() => store.get(key)!.status === 'retried', 10_000, 'the entry to be sent back');
+        return store.get(key)!.lastRetriedBy;
+      };
+      const alice = { Cookie: await signIn(dashboard.url, dashboard.token) };
+      const bob = { Cookie: await signIn(dashboard.url, dashboard.token) };
+      const byAlice = await retryAs(alice, first!);
+      expect(byAlice).toMatch(/^dashboard session-[0-9a-f]{8}$/);
+      const byBob = await retryAs(bob, second!);
+      expect(byBob).toMatch(/^dashboard session-[0-9a-f]{8}$/);
+      expect(byBob).not.toBe(byAlice);
+      expect(await retryAs(bearer(dashboard.token), third!)).toBe('dashboard token');
+    } finally {
+      await dashboard.close();
+      await transport.close();
+      store.close();
+    }
+  });
 });
 
 describe('dashboard store options', () => {
@@ -229,6 +262,7 @@ describe('dashboard store options', () => {
     const transport = new SqliteTransport({ path: join(dir, 'ingest-transport.db'), pollIntervalMs: 20 });
     const path = join(dir, 'ingest-store.db');
     const dashboard = await createDashboard({ transport, store: path, ingest: true });
+    const request = operatorRequest(() => dashboard.token);
     try {
       await deadLetter(transport, 'orders', 'error', [1, 2, 3].map((i) => ({ id: `m-${i}`, headers: failureHeaders({ message: `boom ${i}` }) })));
       await waitFor(async () => (await request(`${dashboard.url}api/summary`)).json().failed === 3, 15_000, 'three entries ingested');

@@ -3,7 +3,7 @@ import { createDashboard } from '../../src/dashboard/index.js';
 import { RateWindow } from '../../src/dashboard/stats.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
-import { csrfOf, failingEndpoint, postHeaders, request, sendAll, Switch, waitFor } from './support.js';
+import { bearer, csrfOf, failingEndpoint, operatorRequest, postHeaders, sendAll, Switch, waitFor } from './support.js';
 
 describe('per-minute rates', () => {
   it('counts increases over the last 60 s, in proportion where an interval straddles the window', () => {
@@ -33,6 +33,7 @@ describe('live counters', () => {
     const poison = new Switch();
     const endpoint = failingEndpoint(transport, poison);
     const dashboard = await createDashboard({ transport, endpoints: [endpoint], clock });
+    const request = operatorRequest(() => dashboard.token);
     try {
       await endpoint.start();
       await sendAll(transport, 'orders', [{ n: 1, fail: { name: 'E', message: 'x' } }, { n: 2, fail: { name: 'E', message: 'y' } }, { n: 3, fail: { name: 'E', message: 'z' } }, { n: 4 }, { n: 5 }]);
@@ -53,7 +54,7 @@ describe('live counters', () => {
       // Sending one back lowers the count but is not a negative dead-letter rate.
       const key = (await request(`${dashboard.url}api/entries?errorQueue=error`)).json().entries[0].key;
       poison.poisoned = false;
-      const csrf = await csrfOf(dashboard.url);
+      const csrf = await csrfOf(dashboard.url, bearer(dashboard.token));
       await request(`${dashboard.url}api/retry`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify({ errorQueue: 'error', key }) });
       await waitFor(() => endpoint.stats.handled === 3);
       await clock.advance(2_000);

@@ -1,10 +1,11 @@
 import { request as httpRequest } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import type { Transport } from '../../src/transport/types.js';
 import { jsonCodec } from '../../src/codec.js';
+import { tokenFilePath } from '../../src/dashboard/token-file.js';
 
 /** A message body the test handler understands: `fail` names the error to throw while `poisoned` is on. */
 export interface TestMessage {
@@ -80,6 +81,36 @@ export function request(
     req.on('error', reject);
     req.end(options.body);
   });
+}
+
+/** The header that carries a dashboard token as a bearer. */
+export function bearer(token: string): Record<string, string> {
+  return { Authorization: `Bearer ${token}` };
+}
+
+/**
+ * {@link request} as the dashboard's operator makes it: with the token (read
+ * when the request is made) as a bearer, unless the request carries its own
+ * Authorization or Cookie header.
+ */
+export function operatorRequest(token: () => string): typeof request {
+  return (url, options = {}) => {
+    const own = Object.keys(options.headers ?? {}).some((name) => /^(authorization|cookie)$/i.test(name));
+    return request(url, own ? options : { ...options, headers: { ...bearer(token()), ...options.headers } });
+  };
+}
+
+/** Opens `baseUrl?token=` as a browser would, and resolves the session cookie it sets, as a Cookie header value. */
+export async function signIn(baseUrl: string, token: string, headers: Record<string, string> = {}): Promise<string> {
+  const login = await request(`${baseUrl}?token=${encodeURIComponent(token)}`, { headers });
+  const cookie = String(login.headers['set-cookie'] ?? '').split(';')[0];
+  if (login.status !== 303 || !cookie) throw new Error(`signing in failed (status ${login.status})`);
+  return cookie;
+}
+
+/** The token `redeliver dashboard` made up for the dashboard at `url`, read from its token file as its operator does. */
+export function tokenFromFile(env: Readonly<Record<string, string | undefined>>, url: string): string {
+  return readFileSync(tokenFilePath(env, Number(new URL(url).port)), 'utf8').trim();
 }
 
 /** The CSRF token the page carries. */

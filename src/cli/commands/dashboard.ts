@@ -1,8 +1,9 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { DashboardOptionError, isLoopbackHost, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
+import { DashboardOptionError, MIN_TOKEN_LENGTH } from '../../dashboard/options.js';
 import { removeRuntimeFile, runtimeFilePath, writeRuntimeFile } from '../../dashboard/runtime-file.js';
 import { randomToken } from '../../dashboard/security.js';
 import { createDashboard } from '../../dashboard/server.js';
+import { removeTokenFile, tokenFilePath, writeTokenFile } from '../../dashboard/token-file.js';
 import type { Logger } from '../../logger.js';
 import type { Transport } from '../../transport/types.js';
 import { redactCredentials } from '../../util/redact.js';
@@ -16,7 +17,10 @@ export interface DashboardCommandOptions {
   port: number;
   /** Default `127.0.0.1`. */
   host: string;
-  /** Default `$REDELIVER_DASHBOARD_TOKEN`, else none. */
+  /**
+   * Default `$REDELIVER_DASHBOARD_TOKEN`, else a random one written to
+   * `<state dir>/dashboard-<port>.token` (mode 0600) while serving.
+   */
   token?: string;
   /** Default `['error']`. */
   errorQueue: string[];
@@ -46,8 +50,11 @@ export function registerDashboard(program: Command): void {
     .description('serve a web page to browse failure groups in the error queues, read each message, and retry or delete')
     .argument('[target]', OPTIONAL_TARGET_HELP)
     .option('--port <port>', 'port to listen on', port, 8080)
-    .option('--host <host>', 'address to listen on; anything but loopback needs --token', '127.0.0.1')
-    .option('--token <token>', `secret every request must carry, at least ${MIN_TOKEN_LENGTH} characters (default: $REDELIVER_DASHBOARD_TOKEN)`)
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option(
+      '--token <token>',
+      `secret every request must carry, at least ${MIN_TOKEN_LENGTH} characters (default: $REDELIVER_DASHBOARD_TOKEN, else a random one in $REDELIVER_STATE_DIR/dashboard-<port>.token, readable by you only)`,
+    )
     .option('--error-queue <name>', 'an error queue to show; repeat for more (default: error)', collect, [] as string[])
     .option('--public-url <url>', 'the address people open it at behind a reverse proxy, such as https://ops.example.com/redeliver/')
     .option('--allow-queue <name>', 'retry sends only to this queue; repeat for more (default: any existing work queue)', collect)
@@ -70,8 +77,10 @@ export function registerDashboard(program: Command): void {
 }
 
 /**
- * Opens the transport, serves the dashboard, prints where, and closes both
- * when `signal` aborts. Unless `chartFeed` is false it writes the runtime
+ * Opens the transport, serves the dashboard, prints where and where its
+ * token is (never the token), and closes both when `signal` aborts. A token
+ * it made up is written to the token file while serving (see
+ * token-file.ts) and removed when done. Unless `chartFeed` is false it writes the runtime
  * file while serving (see runtime-file.ts) and removes it when done, if it
  * still names this process.
  */
@@ -91,10 +100,6 @@ export async function serveDashboard(
   },
 ): Promise<void> {
   const token = opts.token ?? (io.env['REDELIVER_DASHBOARD_TOKEN'] || undefined);
-  // Refuse an unsafe address before touching the store.
-  if (!isLoopbackHost(opts.host) && token === undefined) {
-    throw new UsageError(`refusing to listen on ${opts.host} without a token: pass --token (or set REDELIVER_DASHBOARD_TOKEN), or listen on 127.0.0.1`);
-  }
   if (opts.ingest && opts.store === undefined) throw new UsageError('--ingest needs --store <file> to ingest into');
   if (opts.outcomeQueue !== undefined && !opts.ingest) throw new UsageError('--outcome-queue needs --ingest');
   const chartToken = opts.chartFeed === false ? undefined : randomToken();
@@ -119,10 +124,20 @@ export async function serveDashboard(
       if (error instanceof DashboardOptionError) throw new UsageError(error.message);
       throw error;
     }
-    const open = token === undefined ? dashboard.publicUrl : `${dashboard.publicUrl}?token=${encodeURIComponent(token)}`;
+    const tokenFile = token === undefined ? tokenFilePath(io.env, Number(new URL(dashboard.url).port)) : undefined;
+    try {
+      if (tokenFile !== undefined) await writeTokenFile(tokenFile, dashboard.token);
+    } catch (error) {
+      await dashboard.close();
+      throw new UsageError(`cannot write the token file ${tokenFile}: ${error instanceof Error ? error.message : String(error)}; pass --token (or set REDELIVER_DASHBOARD_TOKEN) instead`);
+    }
     const behind = dashboard.publicUrl === dashboard.url ? '' : ` (listening on ${dashboard.url})`;
     const source = opts.store === undefined ? '' : ` from store ${opts.store}${opts.ingest ? ' (ingesting)' : ''}`;
-    io.out.write(`redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))}${source} at ${open}${behind}\n(Ctrl-C to stop)\n`);
+    const where = tokenFile === undefined ? 'the token you gave (--token or REDELIVER_DASHBOARD_TOKEN)' : `the token in ${tokenFile} (readable by you only)`;
+    io.out.write(
+      `redeliver dashboard for ${redactCredentials(resolveTarget(target, io.env))}${source} at ${dashboard.publicUrl}${behind}\n` +
+        `sign in: open ${dashboard.publicUrl}?token=<token> once, with ${where}\n(Ctrl-C to stop)\n`,
+    );
     const runtimeFile = chartToken === undefined ? undefined : runtimeFilePath(io.env);
     try {
       if (runtimeFile !== undefined) {
@@ -134,6 +149,7 @@ export async function serveDashboard(
       if (!io.signal.aborted) await new Promise<void>((resolve) => io.signal.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
       if (runtimeFile !== undefined) await removeRuntimeFile(runtimeFile, process.pid);
+      if (tokenFile !== undefined) await removeTokenFile(tokenFile, dashboard.token);
       await dashboard.close();
     }
   } finally {
