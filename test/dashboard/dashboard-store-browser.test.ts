@@ -168,7 +168,7 @@ describe.skipIf(!haveChromium && !CI)('store-mode dashboard in a browser (100,00
     await expect.poll(() => bars.count()).toBeGreaterThan(BULK_GROUPS);
     if (SCREENSHOT) {
       mkdirSync(dirname(SCREENSHOT), { recursive: true });
-      await p.screenshot({ path: SCREENSHOT, fullPage: true });
+      await p.screenshot({ path: SCREENSHOT });
     }
   }, 60_000);
 
