@@ -138,6 +138,23 @@ describe('a failed settlement', () => {
     expect(endpoint.stats.inFlight).toBe(0);
   });
 
+  it('refused four times then taken, is tried at 1, 1.6, 2.56 and 4.1 s gaps, never in a hot loop, and the copy is stored once', async () => {
+    const { clock, memory, endpoint, failed, calls } = setUp(4, { error: () => new Error('the broker refused the copy (reject-publish)') });
+    await sendJson(memory, 'settle', 'm1', {});
+    await endpoint.start();
+    expect(await clock.runUntil(() => endpoint.stats.deadLettered === 1, 60_000)).toBe(true);
+    expect(calls).toEqual([0, 1_000, 2_600, 5_160, 9_256]);
+    expect(failed.map((e) => [e.attempt, e.outcome, e.retryInMs])).toEqual([
+      [1, 'retrying', 1_000],
+      [2, 'retrying', 1_600],
+      [3, 'retrying', 2_560],
+      [4, 'retrying', 4_096],
+    ]);
+    expect(endpoint.stats).toMatchObject({ deadLettered: 1, settlementFailures: 4, inFlight: 0, handled: 0 });
+    expect(memory.depth('error')).toBe(1);
+    expect(memory.depth('settle')).toBe(0);
+  });
+
   it('rejects a bad settlementRetries, naming the option', () => {
     expect(() => new Endpoint({ name: 'x', transport: new MemoryTransport(), handler: () => undefined, settlementRetries: -1 })).toThrow(/settlementRetries/);
   });

@@ -30,6 +30,8 @@ export interface Workload {
 }
 
 export class ScenarioContext {
+  /** Each worker's concurrency. */
+  readonly concurrency = 16;
   readonly workers: Child[] = [];
   readonly producers: Child[] = [];
   readonly notes: string[] = [];
@@ -57,7 +59,7 @@ export class ScenarioContext {
       log: join(this.dir, `worker-${n}.log`),
       mix: this.workload.mix,
       seed: this.seed,
-      concurrency: 16,
+      concurrency: this.concurrency,
       delayStepMs: this.workload.delayStepMs,
       workMs: this.workload.workMs,
       leaseMs: 2_000,
@@ -87,6 +89,11 @@ export class ScenarioContext {
     const child = Child.start(`producer-${n}`, PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`));
     this.producers.push(child);
     return child;
+  }
+
+  /** The output files of every worker started so far (their stdout and stderr). */
+  workerOutputs(): string[] {
+    return Array.from({ length: this.#workerCount }, (_, i) => join(this.dir, `worker-${i + 1}.out`));
   }
 
   /** Kills every running worker with SIGKILL. */

@@ -9,6 +9,7 @@ import type { ScopeOptions } from './adapters/types.js';
 import type { ScenarioContext, Workload } from './context.js';
 import { behaviourOf } from './failure-mix.js';
 import { Child } from './processes.js';
+import { settlementFailures } from './settlement-rate.js';
 
 /** One fault scenario. */
 export interface Scenario {
@@ -235,6 +236,29 @@ export const SCENARIOS: readonly Scenario[] = [
       // The cheap count misses a copy mid-hop between two quorum delay levels; the exact one counts it.
       const { scope } = context;
       return (await (scope.delayedCountExact ?? scope.delayedCount).call(scope)) === 0;
+    },
+  },
+  {
+    name: 'settlement-refused',
+    title: 'the broker refuses the copies settlements write for 10 s, then takes them again',
+    // A fifth of the messages end in the error queue, so dead-letters are under way throughout the refusal.
+    workload: (messages) => ({ messages, mix: { once: 0.1, round: 0.1, always: 0.2 }, delayStepMs: 1_000 }),
+    async run(context) {
+      const { adapter, scope } = context;
+      await context.startWorker();
+      const producer = context.startProducer();
+      // Sends are writes too: the refusal starts once they are all stored.
+      await producer.exited;
+      await adapter.refuseSettlements!(scope, true);
+      await sleep(10_000);
+      await adapter.refuseSettlements!(scope, false);
+      context.faultDone(`settlement copies refused for 10 s from ${context.handledCount()} handled`);
+      // A delivery whose settlement is refused is tried again after 1 s, then 1.6 s, 2.56 s...: at most two attempts a second per delivery held.
+      const { attempts, peakPerSecond, gone } = settlementFailures(context.workerOutputs());
+      const bound = 2 * context.concurrency;
+      context.note(`${attempts} settlement attempts refused, at most ${peakPerSecond} in one second (bound ${bound}); ${gone} found their delivery gone`);
+      if (attempts === 0) throw new Error('the refusal refused no settlement');
+      if (peakPerSecond > bound) throw new Error(`settlements tried in a hot loop: ${peakPerSecond} refused in one second`);
     },
   },
   {

@@ -34,6 +34,7 @@ import {
   type RabbitMqTransportOptions,
 } from '../../src/transports/rabbitmq/index.js';
 import { SqliteDeduplicationStore } from '../../src/transports/sqlite/index.js';
+import { roleConnectionName } from '../../src/transports/rabbitmq/connection.js';
 import { RABBITMQ_URL, rabbitmqctl, rabbitSkipReason } from '../support/brokers.js';
 import { until } from '../support/own-servers.js';
 
@@ -41,10 +42,11 @@ const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const text = (s: string) => new TextEncoder().encode(s);
 
-/** The broker's pid of the one connection named `name` (the transport's `connectionName`). */
+/** The broker's pid of the one publish connection of the transport whose `connectionName` is `name`: the one sends go out on. */
 async function connectionPid(name: string): Promise<string> {
   const out = await rabbitmqctl('-q', 'list_connections', 'pid', 'client_properties', '--no-table-headers');
-  const lines = out.split('\n').filter((line) => line.includes(`{"connection_name","${name}"}`));
+  const publishName = roleConnectionName(name, 'publish');
+  const lines = out.split('\n').filter((line) => line.includes(`{"connection_name","${publishName}"}`));
   if (lines.length !== 1) throw new Error(`expected one connection named ${name}, found ${lines.length}`);
   return lines[0]!.split('\t')[0]!.trim();
 }

@@ -298,6 +298,18 @@ export class RabbitCluster {
     this.options.log(`${slot.name} up on ${slot.amqpPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
 
+  /** Freezes node `index` (SIGSTOP of its Erlang VM): it keeps its connections open and answers nothing until {@link resume}. */
+  stall(index = 1): void {
+    this.options.log(`stall ${this.slot(index).name}`);
+    this.signalSlot(this.slot(index), 'SIGSTOP');
+  }
+
+  /** Lets a stalled node `index` run again (SIGCONT). */
+  resume(index = 1): void {
+    this.options.log(`resume ${this.slot(index).name}`);
+    this.signalSlot(this.slot(index), 'SIGCONT');
+  }
+
   /** Raises (`true`) or clears (`false`) a memory alarm on node `index` of this cluster, which blocks publishers on every node. */
   async memoryAlarm(on: boolean, index = 1): Promise<void> {
     this.options.log(`memory alarm ${on ? 'on' : 'off'} on ${this.slot(index).name}`);
@@ -333,6 +345,16 @@ export class RabbitCluster {
     const slot = this.slots[index - 1];
     if (!slot) throw new RangeError(`RabbitCluster: no node ${index} (nodes are 1 to ${this.slots.length})`);
     return slot;
+  }
+
+  /** Sends `signal` to the node's Erlang VM (named by its pid file), if it got that far. */
+  private signalSlot(slot: NodeSlot, signal: NodeJS.Signals): void {
+    try {
+      const pid = Number(readFileSync(join(slot.dir, 'pid'), 'utf8').trim());
+      if (pid > 0) process.kill(pid, signal);
+    } catch {
+      // No pid file, or the node is gone.
+    }
   }
 
   private killSlot(slot: NodeSlot): void {

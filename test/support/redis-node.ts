@@ -134,6 +134,18 @@ export class RedisNode {
     await until(`redis-server on ${this.port} to close its port`, 30_000, async () => !(await portOpen(this.port)), 50);
   }
 
+  /** Freezes the server (SIGSTOP): it keeps its connections open and answers nothing until {@link resume}. */
+  stall(): void {
+    this.log(`stall redis-server on ${this.port}`);
+    if (this.#process?.pid) signalQuietly(this.#process.pid, 'SIGSTOP');
+  }
+
+  /** Lets a stalled server run again (SIGCONT). */
+  resume(): void {
+    this.log(`resume redis-server on ${this.port}`);
+    if (this.#process?.pid) signalQuietly(this.#process.pid, 'SIGCONT');
+  }
+
   /** Shuts the server down gracefully (`SHUTDOWN`, the AOF flushed) and starts it again on the same directory. */
   async restart(): Promise<void> {
     this.log(`restart redis-server on ${this.port}`);
@@ -226,8 +238,12 @@ export class RedisNode {
 }
 
 function killQuietly(pid: number): void {
+  signalQuietly(pid, 'SIGKILL');
+}
+
+function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(pid, 'SIGKILL');
+    process.kill(pid, signal);
   } catch {
     // Already gone.
   }

@@ -191,24 +191,26 @@ describe.skipIf(Boolean(skip))('RabbitMQ error-queue operations', () => {
     const errorQueue = queueName('error');
     const queue = await deadLetter(t, errorQueue, ['x-1']);
     const [entry] = await t.errorQueue.browse(errorQueue);
-    // The operations on a connection of their own, which the publisher closes right after the broker confirmed the copy.
+    // The operations on connections of their own: the publisher closes the one that reads the entry right after the broker confirmed the copy.
     const options = resolveOptions({ url: RABBITMQ_URL, topologyPrefix: prefix, connectionName: 'redeliver-test-error-queue-lost' });
-    const connection = new ConnectionManager(options, () => undefined, emptyStats());
+    const connection = new ConnectionManager(options, () => undefined, emptyStats(), 'consume');
+    const publishing = new ConnectionManager(options, () => undefined, emptyStats(), 'publish');
     const declarations = new QueueDeclarations(connection, options, () => undefined);
-    const real = new Publisher(new ConfirmedPublishing(connection, declarations, options, emptyStats()), connection.names, options);
+    const real = new Publisher(new ConfirmedPublishing(publishing, declarations, options, emptyStats()), publishing.names, options);
     const publisher = Object.assign(Object.create(real) as Publisher, {
       publishCopy: async (...args: Parameters<Publisher['publishCopy']>) => {
         await real.publishCopy(...args);
         await connection.session!.model.close();
       },
     });
-    const ops = new RabbitMqOperations({ connection, declarations, publisher, options, markers: new ErrorQueueMarkers(connection, declarations, options) });
+    const ops = new RabbitMqOperations({ connection, declarations, publisher, options, markers: new ErrorQueueMarkers(publishing, declarations, options) });
     try {
       const failure = await ops.sendBack(errorQueue, entry!.key).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(SendBackIncompleteError);
       expect((failure as Error).message).toMatch(/may still be in the error queue/);
     } finally {
       await connection.close();
+      await publishing.close();
     }
     // The copy is on the work queue, and the entry is back in the error queue: twice, not zero times.
     expect((await drainRaw(queue)).map((m) => m.id)).toEqual(['x-1']);

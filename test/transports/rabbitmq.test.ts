@@ -29,6 +29,7 @@ import { closeConnections, closeConnectionsNamed, connectionPidsNamed, RABBITMQ_
 import { RabbitCluster } from '../support/rabbit-node.js';
 import { recordingLogger } from '../support/recording-logger.js';
 import { until } from '../support/own-servers.js';
+import type { ConnectionRole } from '../../src/transports/rabbitmq/connection.js';
 
 const skip = await rabbitSkipReason();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -39,13 +40,26 @@ function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Pro
   return until(what, timeoutMs, predicate, 10);
 }
 
-function nextEvent<K extends keyof RabbitMqTransportEvents>(t: RabbitMqTransport, event: K, timeoutMs = 15_000): Promise<RabbitMqTransportEvents[K]> {
+/** The next `event`; of a connection event, the next about the consume connection (the one the tests cut), unless `connection` says otherwise. */
+function nextEvent<K extends keyof RabbitMqTransportEvents>(
+  t: RabbitMqTransport,
+  event: K,
+  timeoutMs = 15_000,
+  connection: ConnectionRole = 'consume',
+): Promise<RabbitMqTransportEvents[K]> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ${event} event within ${timeoutMs} ms`)), timeoutMs);
-    t.once(event, (args) => {
+    const timer = setTimeout(() => {
+      t.off(event, listener);
+      reject(new Error(`no ${event} event within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const listener = (args: RabbitMqTransportEvents[K]) => {
+      const about = (args as { connection?: ConnectionRole }).connection;
+      if (about !== undefined && about !== connection) return;
+      t.off(event, listener);
       clearTimeout(timer);
       resolve(args);
-    });
+    };
+    t.on(event, listener);
   });
 }
 
@@ -164,7 +178,8 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     let handledAtLoss = -1;
     let killed: Promise<number> | undefined;
     for (let i = 0; i < total; i++) await t.send(queue, { id: `s-${i}`, body: text(String(i)), headers: {} });
-    // Looked up before the stream starts, so the cut lands mid-stream: one CLI call, not two.
+    // Looked up before the stream starts, so the cut lands mid-stream: one CLI call, not two. The consume connection is opened first.
+    await t.connect();
     const connectionPids = await connectionPidsNamed(connectionNames.get(t)!);
     const reconnected = nextEvent(t, 'connected', 60_000);
     t.once('disconnected', () => (handledAtLoss = handled));
@@ -452,9 +467,9 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
       const t = open({ url: node.url(), confirmTimeoutMs: 1_000 });
       const queue = queueName('blocked');
       await t.send(queue, { id: 'before', body: text('x'), headers: {} });
-      const blocked = nextEvent(t, 'blocked', 20_000);
+      const blocked = nextEvent(t, 'blocked', 20_000, 'publish');
       // The broker lifts the block while rabbitmqctl is still running: listen first.
-      const unblocked = nextEvent(t, 'unblocked', 60_000);
+      const unblocked = nextEvent(t, 'unblocked', 60_000, 'publish');
       unblocked.catch(() => undefined);
       try {
         await node.memoryAlarm(true);

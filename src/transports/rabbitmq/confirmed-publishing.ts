@@ -136,6 +136,16 @@ export class ConfirmedPublishing {
   }
 
   /**
+   * Forgets that `queue` is declared on the publish connection, because the
+   * consume side learnt it is gone (the broker cancelled its consumer): the
+   * next publish to it declares it again instead of being returned.
+   */
+  forgetQueue(queue: string): void {
+    const session = this.connection.session;
+    if (session) this.declarations.forgetQueue(session, queue);
+  }
+
+  /**
    * Publishes on the confirm channel and resolves once the broker confirms
    * that a queue took the message. The whole call, including any wait for a
    * reconnection, an unblock, the queue's declaration or the socket to

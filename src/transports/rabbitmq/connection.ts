@@ -3,6 +3,13 @@
  * the `connection.blocked` gate, and the channel that declares topology.
  * What is declared on a connection is remembered by `declarations.ts`, and
  * publishing with confirms is `confirmed-publishing.ts`.
+ *
+ * A transport keeps two, as RabbitMQ advises: one that consumes and acks,
+ * and one that publishes. A resource alarm blocks a connection once it
+ * publishes, and the broker then stops reading it altogether; on a
+ * connection of their own, acks keep flowing while publishes wait for the
+ * alarm to clear (which the consumers may be the ones to bring about, by
+ * draining the backlog that raised it).
  */
 import amqp from 'amqplib';
 import type { Channel, ChannelModel } from 'amqplib';
@@ -41,6 +48,14 @@ export class Session {
   }
 }
 
+/** What a connection is for: consuming and acking, or publishing (sends, retry, error-queue and send-back copies). */
+export type ConnectionRole = 'consume' | 'publish';
+
+/** The connection name the broker shows for the `role` connection of a transport named `connectionName`: the publish one gets `.publish` added. */
+export function roleConnectionName(connectionName: string, role: ConnectionRole): string {
+  return role === 'consume' ? connectionName : `${connectionName}.publish`;
+}
+
 type State = 'idle' | 'connecting' | 'open' | 'reconnecting' | 'failed' | 'closed';
 
 /** Resolves when `promise` does, or rejects with the signal's reason as soon as it aborts. */
@@ -68,7 +83,7 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<
   });
 }
 
-/** Opens, watches and replaces the connection. */
+/** Opens, watches and replaces the connection of one role. */
 export class ConnectionManager {
   readonly names: DelayTopologyNames;
   #state: State = 'idle';
@@ -84,6 +99,8 @@ export class ConnectionManager {
     private readonly options: ResolvedOptions,
     private readonly emit: EmitEvent,
     private readonly stats: RabbitMqStats,
+    /** What the connection is for; its events and log lines say so. */
+    readonly role: ConnectionRole,
   ) {
     this.names = delayTopologyNames(options.topologyPrefix, options.delayLevels);
   }
@@ -95,6 +112,11 @@ export class ConnectionManager {
 
   get closed(): boolean {
     return this.#state === 'closed';
+  }
+
+  /** Whether the connection has been asked to open (it may be down now). */
+  get started(): boolean {
+    return this.#state !== 'idle';
   }
 
   /** Calls `listener` with every session opened after a loss (not the first). */
@@ -117,7 +139,7 @@ export class ConnectionManager {
         (session) => {
           this.#state = 'open';
           this.#connecting = undefined;
-          this.emit('connected', { generation: session.generation, reconnect: false });
+          this.emit('connected', { connection: this.role, generation: session.generation, reconnect: false });
           return session;
         },
         (error: unknown) => {
@@ -179,23 +201,23 @@ export class ConnectionManager {
     const model = await amqp.connect(this.options.url, {
       noDelay: true,
       timeout: MIN_CONNECT_TIMEOUT_MS,
-      clientProperties: { connection_name: this.options.connectionName, product: 'redeliver' },
+      clientProperties: { connection_name: roleConnectionName(this.options.connectionName, this.role), product: 'redeliver' },
     });
     const session = new Session(model, ++this.#generation);
-    model.on('error', (error: Error) => this.options.logger?.warn({ err: error, generation: session.generation }, 'rabbitmq: connection error'));
+    model.on('error', (error: Error) => this.options.logger?.warn({ err: error, connection: this.role, generation: session.generation }, 'rabbitmq: connection error'));
     model.on('close', (error?: Error) => this.#lost(session, error));
     model.on('blocked', (reason: string) => {
       session.blocked = true;
       session.blockReason = String(reason);
-      this.options.logger?.warn({ reason, generation: session.generation }, 'rabbitmq: the broker blocked publishing; publishes wait');
-      this.emit('blocked', { reason: String(reason) });
+      this.options.logger?.warn({ reason, connection: this.role, generation: session.generation }, 'rabbitmq: the broker blocked publishing; publishes wait');
+      this.emit('blocked', { connection: this.role, reason: String(reason) });
       this.#notify();
     });
     model.on('unblocked', () => {
       session.blocked = false;
       session.blockReason = undefined;
-      this.options.logger?.info({ generation: session.generation }, 'rabbitmq: the broker unblocked publishing');
-      this.emit('unblocked', {});
+      this.options.logger?.info({ connection: this.role, generation: session.generation }, 'rabbitmq: the broker unblocked publishing');
+      this.emit('unblocked', { connection: this.role });
       this.#notify();
     });
     if (this.#state === 'closed') {
@@ -214,8 +236,8 @@ export class ConnectionManager {
     this.#notify();
     if (this.#state === 'closed') return;
     this.stats.connectionLosses++;
-    this.options.logger?.warn({ err: error, generation: session.generation }, 'rabbitmq: connection lost; reconnecting');
-    this.emit('disconnected', { generation: session.generation, error });
+    this.options.logger?.warn({ err: error, connection: this.role, generation: session.generation }, 'rabbitmq: connection lost; reconnecting');
+    this.emit('disconnected', { connection: this.role, generation: session.generation, error });
     if (this.#state === 'open') void this.#reconnect(error);
   }
 
@@ -233,7 +255,7 @@ export class ConnectionManager {
       const delayMs = Math.min(Math.max(0, delay), 2 ** 31 - 1);
       previousDelayMs = delayMs;
       elapsedMs += delayMs;
-      this.emit('reconnecting', { attempt, delayMs, error: lastError });
+      this.emit('reconnecting', { connection: this.role, attempt, delayMs, error: lastError });
       try {
         await this.options.clock.sleep(delayMs, this.#closing.signal);
       } catch {
@@ -244,14 +266,14 @@ export class ConnectionManager {
         const session = await this.#open();
         this.#state = 'open';
         this.stats.reconnects++;
-        this.options.logger?.info({ generation: session.generation, attempt }, 'rabbitmq: reconnected');
-        this.emit('connected', { generation: session.generation, reconnect: true });
+        this.options.logger?.info({ connection: this.role, generation: session.generation, attempt }, 'rabbitmq: reconnected');
+        this.emit('connected', { connection: this.role, generation: session.generation, reconnect: true });
         for (const listener of [...this.#sessionListeners]) listener(session);
         return;
       } catch (error) {
         if (this.closed) return;
         lastError = error as Error;
-        this.options.logger?.warn({ err: error, attempt }, 'rabbitmq: reconnection attempt failed');
+        this.options.logger?.warn({ err: error, connection: this.role, attempt }, 'rabbitmq: reconnection attempt failed');
       }
     }
   }
@@ -259,8 +281,8 @@ export class ConnectionManager {
   #fail(error: Error): void {
     this.#state = 'failed';
     this.#failure = error;
-    this.options.logger?.error({ err: error }, 'rabbitmq: reconnection abandoned');
-    this.emit('failed', { error });
+    this.options.logger?.error({ err: error, connection: this.role }, 'rabbitmq: reconnection abandoned');
+    this.emit('failed', { connection: this.role, error });
     this.#notify();
   }
 

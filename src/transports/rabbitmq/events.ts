@@ -1,17 +1,23 @@
-/** The events a {@link RabbitMqTransport} emits, each with one arguments object. */
+import type { ConnectionRole } from './connection.js';
+
+/**
+ * The events a {@link RabbitMqTransport} emits, each with one arguments
+ * object. Connection events name the connection they are about
+ * (`connection`): the one that consumes and acks, or the one that publishes.
+ */
 export interface RabbitMqTransportEvents {
   /** A connection is open and its topology declared; `reconnect` is true after a loss. */
-  connected: { generation: number; reconnect: boolean };
-  /** The connection dropped. Unsettled deliveries go back to their queues; the transport reconnects. */
-  disconnected: { generation: number; error: Error | undefined };
+  connected: { connection: ConnectionRole; generation: number; reconnect: boolean };
+  /** The connection dropped. On the consume connection, unsettled deliveries go back to their queues; the transport reconnects. */
+  disconnected: { connection: ConnectionRole; generation: number; error: Error | undefined };
   /** A reconnection attempt is scheduled after `delayMs`. */
-  reconnecting: { attempt: number; delayMs: number; error: Error | undefined };
-  /** The reconnect backoff gave up; every operation now fails with `error`. */
-  failed: { error: Error };
+  reconnecting: { connection: ConnectionRole; attempt: number; delayMs: number; error: Error | undefined };
+  /** The reconnect backoff gave up; every operation on that connection now fails with `error`. */
+  failed: { connection: ConnectionRole; error: Error };
   /** The broker blocked publishing (`connection.blocked`, a resource alarm); publishes wait. */
-  blocked: { reason: string };
+  blocked: { connection: ConnectionRole; reason: string };
   /** The broker lifted the block; waiting publishes go out. */
-  unblocked: Record<string, never>;
+  unblocked: { connection: ConnectionRole };
   /**
    * A retry or error-queue copy was confirmed but the original could not be
    * acked because its channel had closed: the broker redelivers the

@@ -66,6 +66,11 @@ export class Publisher {
     private readonly options: ResolvedOptions,
   ) {}
 
+  /** Forgets `queue`'s declaration on the publish connection: it was deleted, and the next publish to it declares it again. */
+  forgetQueue(queue: string): void {
+    this.publishing.forgetQueue(queue);
+  }
+
   #headers(headers: Readonly<Headers>, mode: OutgoingMode, id: string, logger: Logger | undefined): Record<string, string> {
     const { table, dropped, truncated } = encodeHeaders(headers, mode);
     if (dropped > 0 || truncated > 0) {

@@ -61,8 +61,10 @@ export function checkQueueName(queue: unknown): string {
 /**
  * Fails the request in flight when the broker takes longer than `timeoutMs`
  * to answer it. Only time spent waiting for a reply counts: time between
- * requests (a publish the caller waits for meanwhile) does not. One timer
- * for the life of the guard, not one per request.
+ * requests (a publish the caller waits for meanwhile) does not. The wait is
+ * measured on the clock's monotonic reading, the one its timer sleeps on,
+ * so a step of the wall clock neither stretches it nor fires it early. One
+ * timer for the life of the guard, not one per request.
  */
 export class ReplyGuard {
   readonly #clock: Clock;
@@ -78,7 +80,7 @@ export class ReplyGuard {
 
   /** Resolves `reply`, or rejects with a {@link BrokerStallError} once it has waited `timeoutMs`. */
   async request<T>(operation: string, reply: Promise<T>): Promise<T> {
-    const request = { since: this.#clock.now(), abort: new AbortController(), operation };
+    const request = { since: this.#clock.monotonic(), abort: new AbortController(), operation };
     this.#request = request;
     try {
       return await raceAbort(reply, request.abort.signal);
@@ -95,7 +97,7 @@ export class ReplyGuard {
   async #watch(): Promise<void> {
     for (;;) {
       const request = this.#request;
-      const now = this.#clock.now();
+      const now = this.#clock.monotonic();
       if (request && now - request.since >= this.#timeoutMs) {
         request.abort.abort(new BrokerStallError(request.operation, this.#timeoutMs));
         if (this.#request === request) this.#request = undefined;
@@ -338,12 +340,12 @@ export class QueueReader {
    */
   async #awaitReturned(operation: string): Promise<void> {
     const returned = this.#fetched - this.#acked;
-    const started = this.#clock.now();
+    const started = this.#clock.monotonic();
     let last = -1;
     let grewAt = started;
     for (;;) {
       const { messageCount } = await this.#guard.request(operation, this.#channel.checkQueue(this.queue));
-      const now = this.#clock.now();
+      const now = this.#clock.monotonic();
       if (messageCount >= returned || now - started >= this.#timeoutMs) return;
       if (messageCount !== last) {
         last = messageCount;

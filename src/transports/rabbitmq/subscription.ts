@@ -202,6 +202,8 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
         // The queue was deleted, and with it every message this consumer had received: declare it again before consuming again.
         const session = this.context.connection.session;
         if (session) this.context.declarations.forgetQueue(session, this.queue);
+        // The publish connection declared it too: the held messages published back below must declare it again, not be returned.
+        this.context.publisher.forgetQueue(this.queue);
         this.#orphaned.add(channel);
         for (const held of this.#held.splice(0)) void this.#publishHeldBack(held);
         void channel.close().catch(() => undefined);

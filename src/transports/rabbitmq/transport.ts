@@ -23,12 +23,15 @@ import { delayTopologyNames, DELAY_LEVELS, MAX_DELAY_MS, type DelayTopologyNames
  * - Retry and error-queue copies are confirmed by the broker before the
  *   original is acked: a crash between the two gives a duplicate, never a
  *   loss (`stats.duplicateWindow`).
- * - The connection is reopened after a loss with the `reconnect` backoff,
+ * - Consumers and their acks use one connection, every publish (sends,
+ *   retry and error-queue copies, send-backs) another, as RabbitMQ advises:
+ *   a resource alarm that blocks publishes does not stop the acks.
+ * - Each connection is reopened after a loss with the `reconnect` backoff,
  *   the topology declared again and every subscription resumed; what was in
  *   flight is redelivered by the broker.
  *
- * The first operation (or {@link connect}) opens the connection and fails if
- * the broker cannot be reached. See docs/rabbitmq.md.
+ * The first operation (or {@link connect}) opens the connection it needs and
+ * fails if the broker cannot be reached. See docs/rabbitmq.md.
  */
 export class RabbitMqTransport implements Transport {
   readonly name = 'rabbitmq';
@@ -41,7 +44,10 @@ export class RabbitMqTransport implements Transport {
   readonly #options: ResolvedOptions;
   readonly #events = new EventEmitter();
   readonly #stats: RabbitMqStats = emptyStats();
-  readonly #connection: ConnectionManager;
+  /** Consumers, their acks, and error-queue reads. */
+  readonly #consuming: ConnectionManager;
+  /** Every publish. */
+  readonly #publishingConnection: ConnectionManager;
   readonly #declarations: QueueDeclarations;
   readonly #publishing: ConfirmedPublishing;
   readonly #publisher: Publisher;
@@ -65,13 +71,15 @@ export class RabbitMqTransport implements Transport {
         this.#options.logger?.error({ err: error, event }, 'rabbitmq: an event listener threw');
       }
     };
-    this.#connection = new ConnectionManager(this.#options, this.#emit, this.#stats);
-    this.#declarations = new QueueDeclarations(this.#connection, this.#options, this.#emit);
-    this.#publishing = new ConfirmedPublishing(this.#connection, this.#declarations, this.#options, this.#stats);
-    this.#publisher = new Publisher(this.#publishing, this.#connection.names, this.#options);
-    this.#markers = new ErrorQueueMarkers(this.#connection, this.#declarations, this.#options);
+    this.#consuming = new ConnectionManager(this.#options, this.#emit, this.#stats, 'consume');
+    this.#publishingConnection = new ConnectionManager(this.#options, this.#emit, this.#stats, 'publish');
+    this.#declarations = new QueueDeclarations(this.#consuming, this.#options, this.#emit);
+    this.#publishing = new ConfirmedPublishing(this.#publishingConnection, this.#declarations, this.#options, this.#stats);
+    this.#publisher = new Publisher(this.#publishing, this.#publishingConnection.names, this.#options);
+    // The marks follow the error-queue copies, declared and confirmed on the publish connection.
+    this.#markers = new ErrorQueueMarkers(this.#publishingConnection, this.#declarations, this.#options);
     this.#operations = new RabbitMqOperations(
-      { connection: this.#connection, declarations: this.#declarations, publisher: this.#publisher, options: this.#options, markers: this.#markers },
+      { connection: this.#consuming, declarations: this.#declarations, publisher: this.#publisher, options: this.#options, markers: this.#markers },
       options,
     );
     this.#events.on('error', () => undefined);
@@ -105,9 +113,10 @@ export class RabbitMqTransport implements Transport {
     return this.#operations;
   }
 
-  /** Whether a connection is open now. */
+  /** Whether every connection opened so far (the consume one, the publish one, or both) is open now. */
   get connected(): boolean {
-    return this.#connection.session !== undefined;
+    const started = [this.#consuming, this.#publishingConnection].filter((connection) => connection.started);
+    return started.length > 0 && started.every((connection) => connection.session !== undefined);
   }
 
   /** Adds a listener for one of the {@link RabbitMqTransportEvents}. */
@@ -129,13 +138,13 @@ export class RabbitMqTransport implements Transport {
   }
 
   /**
-   * Opens the connection now instead of at the first operation. Rejects if
-   * the broker cannot be reached; after the first success, losses are
+   * Opens both connections now instead of at the first operations. Rejects
+   * if the broker cannot be reached; after the first success, losses are
    * repaired in the background.
    */
   async connect(): Promise<void> {
     this.#assertOpen('connect');
-    await this.#connection.connect();
+    await Promise.all([this.#consuming.connect(), this.#publishingConnection.connect()]);
   }
 
   /**
@@ -165,7 +174,7 @@ export class RabbitMqTransport implements Transport {
     }
     const subscription = new RabbitMqSubscription(
       {
-        connection: this.#connection,
+        connection: this.#consuming,
         declarations: this.#declarations,
         publisher: this.#publisher,
         options: this.#options,
@@ -207,7 +216,7 @@ export class RabbitMqTransport implements Transport {
     for (const subscription of [...this.#subscriptions]) await subscription.close().catch(() => undefined);
     await this.#markers.idle();
     this.#publishing.close();
-    await this.#connection.close();
+    await Promise.all([this.#consuming.close(), this.#publishingConnection.close()]);
   }
 
   #assertOpen(operation: string): void {

@@ -182,6 +182,11 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     await this.cluster.limitStorage(on ? 1 : undefined);
   }
 
+  /** The account's storage limit at 1 byte: every stream write, so every retry and error-queue copy, fails with "resource limits exceeded"; acks still run. */
+  async refuseSettlements(_scope: Scope, on: boolean): Promise<void> {
+    await this.cluster.limitStorage(on ? 1 : undefined);
+  }
+
   /**
    * Deletes a queue's stream when it holds no message. The stream is first
    * moved off its subject, so no publish can land between the check and the

@@ -28,7 +28,6 @@ export interface RabbitMqFaultAdapterOptions {
 }
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
-  'broker-stall': 'not covered on RabbitMQ yet',
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
 
@@ -141,12 +140,34 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     for (const node of this.cluster.nodes) await this.cluster.restart(node);
   }
 
+  async stallBroker(ms: number): Promise<void> {
+    for (const node of this.cluster.nodes) this.cluster.stall(node);
+    try {
+      await new Promise((r) => setTimeout(r, ms));
+    } finally {
+      for (const node of this.cluster.nodes) this.cluster.resume(node);
+    }
+  }
+
   async cutConnections(scope: Scope): Promise<number> {
-    return this.cluster.closeConnections((name) => name.startsWith(`${scope.label}-`) && name !== `${scope.label}-harness`, this.#clientNode);
+    // Each process has two connections, `<label>-<role>` and `<label>-<role>.publish`; the harness's are left alone.
+    return this.cluster.closeConnections((name) => name.startsWith(`${scope.label}-`) && !name.startsWith(`${scope.label}-harness`), this.#clientNode);
   }
 
   async memoryAlarm(on: boolean): Promise<void> {
     await this.cluster.memoryAlarm(on, this.#clientNode);
+  }
+
+  /** A policy of length 0 with `reject-publish` on the scope's error queue: the broker nacks every error-queue copy until it is cleared. */
+  async refuseSettlements(scope: Scope, on: boolean): Promise<void> {
+    const policy = `${scope.label}-refuse`;
+    if (!on) {
+      await this.cluster.ctl(this.#clientNode, 'clear_policy', policy);
+      return;
+    }
+    const pattern = `^${scope.errorQueue.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
+    const definition = JSON.stringify({ 'max-length': 0, overflow: 'reject-publish' });
+    await this.cluster.ctl(this.#clientNode, 'set_policy', policy, pattern, definition, '--apply-to', 'queues', '--priority', '10');
   }
 
   async deleteQueueIfEmpty(queue: string): Promise<boolean> {

@@ -22,7 +22,6 @@ export interface RedisFaultAdapterOptions {
 }
 
 const SKIPS: Record<string, string> = {
-  'broker-stall': 'not covered on Redis yet',
   'error-queue-full':
     'a Redis stream has no bound that refuses a write (MAXLEN trims the oldest entries instead): an error stream cannot be full; maxLength bounds sends only',
   'cluster-leader-kill':
@@ -109,11 +108,25 @@ export class RedisFaultAdapter implements FaultAdapter {
     await this.node.restart();
   }
 
+  async stallBroker(ms: number): Promise<void> {
+    this.node.stall();
+    try {
+      await new Promise((r) => setTimeout(r, ms));
+    } finally {
+      this.node.resume();
+    }
+  }
+
   async cutConnections(scope: Scope): Promise<number> {
     return this.node.killClients(`${scope.label}-`, (name) => !name.startsWith(`${scope.label}-harness`));
   }
 
   async memoryAlarm(on: boolean): Promise<void> {
+    await this.node.setMaxmemory(on ? 1 : 0);
+  }
+
+  /** `maxmemory` 1 (`noeviction`): every script that writes a retry or error-queue copy fails with OOM; acks, which only free memory, still run. */
+  async refuseSettlements(_scope: Scope, on: boolean): Promise<void> {
     await this.node.setMaxmemory(on ? 1 : 0);
   }
 

@@ -15,6 +15,8 @@ const SKIPS: Record<string, string> = {
   'memory-alarm': 'no broker, so no broker memory alarm',
   'queue-deleted': 'queues are rows of one file, not objects an operator deletes',
   'error-queue-full': 'the SQLite error queue has no length bound',
+  'settlement-refused':
+    'a locked database (the one refusal SQLite has) stops every statement of the worker, fetches and lease renewals too, not its settlements only: that is a stall of the store, not a refused copy',
   'cluster-leader-kill': 'SQLite is one file on one machine: no cluster',
 };
 

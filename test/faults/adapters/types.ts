@@ -80,6 +80,12 @@ export interface FaultAdapter {
   cutConnections?(scope: Scope): Promise<number>;
   /** Raises or clears a broker memory alarm. */
   memoryAlarm?(on: boolean): Promise<void>;
+  /**
+   * Makes the broker refuse the copies settlements write (`true`) or take
+   * them again (`false`): on RabbitMQ the error queue's copies, on Redis and
+   * JetStream every write of a copy.
+   */
+  refuseSettlements?(scope: Scope, on: boolean): Promise<void>;
   /** Deletes a queue if it holds no message; resolves whether it did. */
   deleteQueueIfEmpty?(queue: string): Promise<boolean>;
   /** Ready messages in a queue (0 when it does not exist). */

@@ -14,6 +14,7 @@ import { linear } from '../../../src/backoff/linear.js';
 import { openEvidenceLog } from '../evidence-log.js';
 import { attemptFails, behaviourOf, type FailureMix } from '../failure-mix.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
+import { SETTLEMENT_FAILED } from '../settlement-rate.js';
 
 /** What a worker is told on its command line. */
 export interface WorkerConfig {
@@ -63,7 +64,9 @@ const endpoint = new Endpoint<{ i: number }>({
   },
 });
 
-endpoint.on('settlementFailed', (e) => console.error(`worker ${process.pid}: settlement failed for ${e.messageId}: ${String(e.error)}`));
+endpoint.on('settlementFailed', (e) =>
+  console.error(`worker ${process.pid}: ${SETTLEMENT_FAILED} ${Date.now()} for ${e.messageId} (${e.action}, attempt ${e.attempt}, ${e.outcome}): ${String(e.error)}`),
+);
 process.once('SIGTERM', () => {
   void (async () => {
     await endpoint.stop();
