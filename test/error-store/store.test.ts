@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listEdits } from '../../src/error-store/edit.js';
 import { RetryJobs } from '../../src/error-store/retry-jobs.js';
+import { SHORT_TEXT_WINDOW } from '../../src/error-store/filter.js';
 import { ERROR_STORE_SCHEMA_VERSION } from '../../src/error-store/schema.js';
 import { ErrorStore } from '../../src/error-store/store.js';
 import type { Transport } from '../../src/transport/types.js';
@@ -88,6 +89,31 @@ describe('ErrorStore', () => {
     expect(store.search({}, { sort: 'failed-asc', limit: 3 }).entries.map((e) => e.messageId)).toEqual(['m0', 'm1', 'm2']);
     expect(() => store.search({}, { after: 'nonsense' })).toThrow(/earlier call/);
     expect(() => store.count({ signature: 'zz' })).toThrow(/signature/);
+  });
+
+  it('finds text through the full-text index as a case-insensitive substring, and short text among the newest entries only', async () => {
+    const { store } = open();
+    await store.ingest([
+      entry('order-0042', 'card "visa" declined by issuer', 1),
+      entry('order-0043', 'db timeout after 30 ms', 2, { [HEADER.failureErrorName]: 'GatewayTimeout' }),
+      entry('order-0044', '100% of quota used', 3),
+    ]);
+    const found = (text: string) => store.search({ text }).entries.map((e) => e.messageId).sort();
+    expect(found('DECLINED BY')).toEqual(['order-0042']); // message, across a space
+    expect(found('"visa"')).toEqual(['order-0042']); // quotes are text, not query syntax
+    expect(found('waytime')).toEqual(['order-0043']); // error name
+    expect(found('der-004')).toEqual(['order-0042', 'order-0043', 'order-0044']); // message id
+    expect(found('e-order-0044')).toEqual(['order-0044']); // key
+    expect(found('0% o')).toEqual(['order-0044']);
+    expect(found('visa declined')).toEqual([]);
+    expect(found('ms')).toEqual(['order-0043']); // two characters: LIKE over the newest entries
+    expect(found('%')).toEqual(['order-0044']);
+    expect(store.count({ text: 'order' })).toBe(3);
+    // Short text reads only the newest SHORT_TEXT_WINDOW entries: an older match is not found; long text is.
+    fill(store, SHORT_TEXT_WINDOW, 'filler');
+    expect(found('ms')).toEqual([]);
+    expect(store.count({ text: 'db timeout', status: 'any' })).toBe(1);
+    expect(store.count({ text: 'ms', maxSeq: 3 })).toBe(1); // counted back from the snapshot of a bulk action
   });
 
   it('counts failures per minute per group over the last hour', async () => {
@@ -199,7 +225,7 @@ describe('ErrorStore', () => {
     old.close();
     const store = ErrorStore.open(file, { clock: new FakeClock(T0) });
     stores.push(store);
-    expect(store.database.pragma('user_version', { simple: true })).toBe(2);
+    expect(store.database.pragma('user_version', { simple: true })).toBe(ERROR_STORE_SCHEMA_VERSION);
     const columns = (table: string) => store.database.prepare<[string], string>('SELECT name FROM pragma_table_info(?)').pluck(true).all(table);
     expect(columns('retry_jobs')).toEqual(expect.arrayContaining(['run_id', 'lease_until']));
     expect(columns('edits')).toEqual(expect.arrayContaining(['state', 'until', 'error']));
@@ -219,6 +245,27 @@ describe('ErrorStore', () => {
     expect(new RetryJobs({ store: again, transport: {} as Transport }).list()).toEqual([]);
   });
 
+  it('opens a store of schema version 2: fills the full-text index from the entries it holds, and keeps it in step after', async () => {
+    const file = join(scratchDir(), 'v2.db');
+    const made = ErrorStore.open(file, { clock: new FakeClock(T0) });
+    await made.ingest([entry('m1', 'card declined', 1)]);
+    // Back to version 2: no index, no triggers; an entry stored by that build.
+    made.database.exec('DROP TRIGGER entries_text_insert; DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text');
+    made.database.pragma('user_version = 2');
+    made.close();
+    const v2 = new Database(file);
+    v2.prepare(`INSERT INTO entries SELECT NULL, 'e-m2', error_queue, 'm2', original_queue, endpoint, host, reason, error_name, 'db timeout', top_frame, signature,
+      failed_at, ingested_at, replay_count, status, retried_count, last_retried_at, last_retried_by, retried_to, outcome, outcome_at, claim, claim_until, version, headers, body FROM entries`).run();
+    v2.close();
+    const store = ErrorStore.open(file, { clock: new FakeClock(T0) });
+    stores.push(store);
+    expect(store.database.pragma('user_version', { simple: true })).toBe(ERROR_STORE_SCHEMA_VERSION);
+    expect(store.search({ text: 'declined' }).entries.map((e) => e.messageId)).toEqual(['m1']);
+    expect(store.search({ text: 'timeout' }).entries.map((e) => e.messageId)).toEqual(['m2']);
+    await store.ingest([entry('m3', 'card declined again', 3)]);
+    expect(store.count({ text: 'declined' })).toBe(2);
+  });
+
   it('refuses a store from a newer redeliver, saying which version it has', () => {
     const file = join(scratchDir(), 'v99.db');
     const db = new Database(file);
@@ -228,6 +275,19 @@ describe('ErrorStore', () => {
     expect(() => ErrorStore.open(file)).toThrow(`ErrorStore: ${file} has schema version 99, newer than this redeliver's ${ERROR_STORE_SCHEMA_VERSION}; upgrade redeliver`);
   });
 });
+
+/** Stores `count` entries of `message` in one statement, far faster than ingesting them. */
+function fill(store: ErrorStore, count: number, message: string): void {
+  store.database
+    .prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+       INSERT INTO entries (key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
+         failed_at, ingested_at, replay_count, status, version, headers, body)
+       SELECT 'fill-' || i, 'error', 'fill-' || i, 'orders', 'ep', 'h', 'retries-exhausted', 'Error', ?, '', '0000000' || (i % 2), ?, ?, 0, 'failed', 1, '{}', x''
+       FROM n`,
+    )
+    .run(count, message, T0 - 30 * 60_000, T0);
+}
 
 /** The tables as the first layout (schema version 1) made them, with one entry, one job and one edit. */
 const V1_LAYOUT = `
