@@ -15,6 +15,7 @@ import { signatureOf, type FailureSignature } from '../operations/signature.js';
 import type { Clock } from '../time/clock.js';
 import { ApiError } from './api.js';
 import { SUMMARY_MESSAGE_CHARS } from './groups.js';
+import { RequestGate, type GateCounts, type GateLimits } from './request-gate.js';
 import type { StoreRetries } from './store-retries.js';
 
 /** One entry as the store table lists it. */
@@ -96,15 +97,36 @@ type Field = (name: string) => unknown;
 
 /** Serves the store-mode API. */
 export class StoreApi {
+  readonly #gates = new Map<string, RequestGate>();
+
   constructor(
     private readonly store: ErrorStore,
     private readonly clock: Clock,
     private readonly bodyPreviewBytes: number,
     private readonly retries: StoreRetries,
-  ) {}
+    /** The cap of each kind of GET request. Default: 2 at once, 8 waiting. */
+    gateLimits: GateLimits = {},
+  ) {
+    for (const kind of REQUEST_KINDS) this.#gates.set(kind, new RequestGate(gateLimits));
+  }
 
-  /** Answers a GET; unknown paths are a 404. */
-  get(path: string, params: URLSearchParams): unknown {
+  /**
+   * Answers a GET; unknown paths are a 404. Each kind of request (see
+   * {@link requestKind}) goes through its own {@link RequestGate}, so a
+   * flood of searches waits or is refused (503) while a summary is answered.
+   */
+  get(path: string, params: URLSearchParams): Promise<unknown> {
+    return this.#gates.get(requestKind(path))!.run(() => this.#answer(path, params));
+  }
+
+  /** What the gate of one kind of request (a {@link requestKind}) has done so far. */
+  gateCounts(kind: string): GateCounts {
+    const gate = this.#gates.get(kind);
+    if (!gate) throw new RangeError(`no such kind of request: ${kind.slice(0, 40)}`);
+    return gate.counts();
+  }
+
+  #answer(path: string, params: URLSearchParams): unknown {
     const field: Field = (name) => params.get(name) ?? undefined;
     return withRangeErrors(() => {
       switch (path) {
@@ -287,6 +309,23 @@ export class StoreApi {
       body: bodyPreview(detail.body, this.bodyPreviewBytes),
     };
   }
+}
+
+/** The GET paths of store mode, each its own kind of request. */
+const GET_KINDS: ReadonlySet<string> = new Set(['/api/summary', '/api/groups', '/api/entries', '/api/count', '/api/failure-rate', '/api/changes', '/api/jobs']);
+/** Every kind {@link requestKind} names. */
+const REQUEST_KINDS: readonly string[] = [...GET_KINDS, '/api/entries/:key', '/api/jobs/:id', 'other'];
+
+/**
+ * The kind of a GET request, whose gate it goes through: its path, with an
+ * entry key or a job id as `:key` or `:id`; `other` for a path the API does
+ * not answer, so unknown paths never make new gates.
+ */
+export function requestKind(path: string): string {
+  if (GET_KINDS.has(path)) return path;
+  if (/^\/api\/entries\/[^/]+$/.test(path)) return '/api/entries/:key';
+  if (/^\/api\/jobs\/[^/]+$/.test(path)) return '/api/jobs/:id';
+  return 'other';
 }
 
 /**
