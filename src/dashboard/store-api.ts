@@ -16,7 +16,7 @@ import type { Clock } from '../time/clock.js';
 import { ApiError } from './api.js';
 import { SUMMARY_MESSAGE_CHARS } from './groups.js';
 import { RequestGate, type GateCounts, type GateLimits } from './request-gate.js';
-import type { StoreRetries } from './store-retries.js';
+import { DASHBOARD_ACTOR, type StoreRetries } from './store-retries.js';
 
 /** One entry as the store table lists it. */
 export interface StoreEntryView {
@@ -66,6 +66,9 @@ export interface StoreEntryDetail {
     readonly retriedTo: string | null;
     readonly outcome: StoredEntry['outcome'] | null;
     readonly outcomeAt: string | null;
+    /** When and by whom it was deleted; null unless deleted (and on entries deleted before schema version 4). */
+    readonly deletedAt: string | null;
+    readonly deletedBy: string | null;
   };
   /** Every stored entry of the same message id (this one included), oldest first: each time it failed. */
   readonly occurrences: readonly StoreEntryView[];
@@ -258,7 +261,7 @@ export class StoreApi {
     const key = field('key');
     if (key !== undefined) {
       if (typeof key !== 'string' || key === '') throw new ApiError(400, 'key must be a non-empty string');
-      return { deleted: (await this.store.deleteOne(key)) ? 1 : 0 };
+      return { deleted: (await this.store.deleteOne(key, DASHBOARD_ACTOR)) ? 1 : 0 };
     }
     const filterInput = field('filter');
     const input = object(filterInput ?? {});
@@ -270,7 +273,7 @@ export class StoreApi {
     const snapshot = { ...filter, maxSeq: maxSeq as number };
     const count = this.store.count(snapshot);
     if (count > (confirm as number)) throw new ApiError(409, `the selection holds ${count} entries, more than the ${confirm} confirmed; count again`);
-    return { deleted: await this.store.delete(snapshot) };
+    return { deleted: await this.store.delete(snapshot, DASHBOARD_ACTOR) };
   }
 
   #detail(detail: StoredEntryDetail): StoreEntryDetail {
@@ -292,6 +295,8 @@ export class StoreApi {
         retriedTo: detail.retriedTo ?? null,
         outcome: detail.outcome ?? null,
         outcomeAt: detail.outcomeAt === undefined ? null : iso(detail.outcomeAt),
+        deletedAt: detail.deletedAt === undefined ? null : iso(detail.deletedAt),
+        deletedBy: detail.deletedBy ?? null,
       },
       occurrences,
       edits: listEdits({ store: this.store }, detail.key).map((e) => ({

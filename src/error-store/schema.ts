@@ -9,7 +9,9 @@
  *   and what operators did with it. Headers and body are the last columns:
  *   a row of a few KiB spills into overflow pages, and SQLite reads a
  *   column stored after them only by walking those pages, so every other
- *   column stays on the row's first page. `seq` is the order of ingestion and the
+ *   column stays on the row's first page (`deleted_at` and `deleted_by`,
+ *   added later, come after them: they are read only with the body, and a
+ *   deleted row has none). `seq` is the order of ingestion and the
  *   snapshot cut-off of bulk actions; `version` is the store's change
  *   counter when the row last changed, for live updates.
  * - `entries_text`: a full-text index (FTS5, trigram tokenizer) of the
@@ -99,6 +101,11 @@ CREATE TRIGGER entries_text_update AFTER UPDATE OF message, error_name, message_
   INSERT INTO entries_text (rowid, message, error_name, message_id, key) VALUES (new.seq, new.message, new.error_name, new.message_id, new.key);
 END;
 INSERT INTO entries_text (entries_text) VALUES ('rebuild');
+`,
+  // 4: who deleted an entry, and when (after the body: read only with it, on an entry's own page).
+  `
+ALTER TABLE entries ADD COLUMN deleted_at INTEGER;
+ALTER TABLE entries ADD COLUMN deleted_by TEXT;
 `,
 ];
 

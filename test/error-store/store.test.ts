@@ -165,17 +165,22 @@ describe('ErrorStore', () => {
     expect(store.count({ status: 'any' })).toBe(3);
   });
 
-  it('deletes by filter in chunks, keeping the story and dropping the body', async () => {
-    const { store } = open();
+  it('deletes by filter in chunks, keeping the story, dropping the body, and recording who deleted when', async () => {
+    const { store, clock } = open();
     await store.ingest(Array.from({ length: 2_500 }, (_, i) => entry(`m${i}`, i < 2_100 ? 'gone' : 'keep', i % 60)));
     const before = store.changes().cursor;
-    expect(await store.delete({ text: 'gone' })).toBe(2_100);
+    await expect(store.delete({ text: 'gone' }, ' ')).rejects.toThrow(/by must name who/);
+    expect(await store.delete({ text: 'gone' }, 'cli:alice')).toBe(2_100);
     expect(store.count()).toBe(400);
     const deleted = store.get('e-m0-0')!;
-    expect(deleted.status).toBe('deleted');
+    expect(deleted).toMatchObject({ status: 'deleted', deletedAt: T0, deletedBy: 'cli:alice' });
     expect(deleted.body.byteLength).toBe(0);
-    expect(await store.deleteOne('e-m0-0')).toBe(false);
-    expect(await store.deleteOne('e-m2100-0')).toBe(true);
+    await clock.advance(1_000);
+    expect(await store.deleteOne('e-m0-0', 'dashboard')).toBe(false);
+    expect(store.get('e-m0-0')).toMatchObject({ deletedAt: T0, deletedBy: 'cli:alice' });
+    expect(await store.deleteOne('e-m2100-0', 'dashboard')).toBe(true);
+    expect(store.get('e-m2100-0')).toMatchObject({ status: 'deleted', deletedAt: T0 + 1_000, deletedBy: 'dashboard' });
+    expect(store.get('e-m2101-1')).not.toHaveProperty('deletedBy');
     const changes = store.changes(before, 1_000);
     expect(changes.entries).toHaveLength(1_000);
     expect(changes.more).toBe(true);
@@ -229,6 +234,7 @@ describe('ErrorStore', () => {
     const columns = (table: string) => store.database.prepare<[string], string>('SELECT name FROM pragma_table_info(?)').pluck(true).all(table);
     expect(columns('retry_jobs')).toEqual(expect.arrayContaining(['run_id', 'lease_until']));
     expect(columns('edits')).toEqual(expect.arrayContaining(['state', 'until', 'error']));
+    expect(columns('entries')).toEqual(expect.arrayContaining(['deleted_at', 'deleted_by']));
     expect(store.get('e-1')).toMatchObject({ messageId: 'm-1', status: 'failed' });
     const jobs = new RetryJobs({ store, transport: {} as Transport });
     expect(jobs.get('job-old')).toMatchObject({ state: 'stopped', total: 1 });
@@ -245,12 +251,13 @@ describe('ErrorStore', () => {
     expect(new RetryJobs({ store: again, transport: {} as Transport }).list()).toEqual([]);
   });
 
-  it('opens a store of schema version 2: fills the full-text index from the entries it holds, and keeps it in step after', async () => {
+  it('opens a store of schema version 2: fills the full-text index from the entries it holds, keeps it in step after, and records deletions', async () => {
     const file = join(scratchDir(), 'v2.db');
     const made = ErrorStore.open(file, { clock: new FakeClock(T0) });
     await made.ingest([entry('m1', 'card declined', 1)]);
     // Back to version 2: no index, no triggers; an entry stored by that build.
-    made.database.exec('DROP TRIGGER entries_text_insert; DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text');
+    made.database.exec(`DROP TRIGGER entries_text_insert; DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text;
+      ALTER TABLE entries DROP COLUMN deleted_at; ALTER TABLE entries DROP COLUMN deleted_by`);
     made.database.pragma('user_version = 2');
     made.close();
     const v2 = new Database(file);
@@ -264,6 +271,8 @@ describe('ErrorStore', () => {
     expect(store.search({ text: 'timeout' }).entries.map((e) => e.messageId)).toEqual(['m2']);
     await store.ingest([entry('m3', 'card declined again', 3)]);
     expect(store.count({ text: 'declined' })).toBe(2);
+    expect(await store.deleteOne('e-m2', 'cli:alice')).toBe(true);
+    expect(store.get('e-m2')).toMatchObject({ deletedAt: T0, deletedBy: 'cli:alice' });
   });
 
   it('refuses a store from a newer redeliver, saying which version it has', () => {
