@@ -14,6 +14,8 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Seconds the client should wait before asking again (a `Retry-After` header); only on a refusal for load. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }

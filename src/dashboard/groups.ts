@@ -9,6 +9,7 @@ export interface EntrySummary {
   readonly messageId: string;
   /** When it moved to the error queue, ISO 8601, or `''` when the header is missing. */
   readonly failedAt: string;
+  /** The `redeliver-failure-error-name` header; empty when the entry has none (redeliver did not write it). */
   readonly errorName: string;
   /** The last error's message as thrown (not normalised), cut to {@link SUMMARY_MESSAGE_CHARS} characters. */
   readonly message: string;
@@ -148,7 +149,7 @@ export function summarize(entry: ErrorEntry): EntrySummary {
     key: entry.key,
     messageId: entry.messageId,
     failedAt: own(entry.headers, HEADER.failureTime) ?? '',
-    errorName: (own(entry.headers, HEADER.failureErrorName) ?? 'Error').slice(0, 200),
+    errorName: (own(entry.headers, HEADER.failureErrorName) ?? '').slice(0, 200),
     message: message.length > SUMMARY_MESSAGE_CHARS ? `${message.slice(0, SUMMARY_MESSAGE_CHARS - 1)}…` : message,
   };
 }

@@ -145,6 +145,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
       if (match) return json(res, 200, await api.entry(decode(match[1]!), decode(match[2]!)));
       return json(res, 404, { error: 'not found' });
     } catch (error) {
+      if (error instanceof ApiError && error.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(error.retryAfterSeconds));
       if (error instanceof ApiError) return json(res, error.status, { error: error.message });
       throw error;
     }

@@ -15,6 +15,7 @@ import { signatureOf, type FailureSignature } from '../operations/signature.js';
 import type { Clock } from '../time/clock.js';
 import { ApiError } from './api.js';
 import { SUMMARY_MESSAGE_CHARS } from './groups.js';
+import { RequestGate, type GateCounts, type GateLimits } from './request-gate.js';
 import type { StoreRetries } from './store-retries.js';
 
 /** One entry as the store table lists it. */
@@ -65,6 +66,9 @@ export interface StoreEntryDetail {
     readonly retriedTo: string | null;
     readonly outcome: StoredEntry['outcome'] | null;
     readonly outcomeAt: string | null;
+    /** When and by whom it was deleted; null unless deleted (and on entries deleted before schema version 4). */
+    readonly deletedAt: string | null;
+    readonly deletedBy: string | null;
   };
   /** Every stored entry of the same message id (this one included), oldest first: each time it failed. */
   readonly occurrences: readonly StoreEntryView[];
@@ -96,15 +100,36 @@ type Field = (name: string) => unknown;
 
 /** Serves the store-mode API. */
 export class StoreApi {
+  readonly #gates = new Map<string, RequestGate>();
+
   constructor(
     private readonly store: ErrorStore,
     private readonly clock: Clock,
     private readonly bodyPreviewBytes: number,
     private readonly retries: StoreRetries,
-  ) {}
+    /** The cap of each kind of GET request. Default: 2 at once, 8 waiting. */
+    gateLimits: GateLimits = {},
+  ) {
+    for (const kind of REQUEST_KINDS) this.#gates.set(kind, new RequestGate(gateLimits));
+  }
 
-  /** Answers a GET; unknown paths are a 404. */
-  get(path: string, params: URLSearchParams): unknown {
+  /**
+   * Answers a GET; unknown paths are a 404. Each kind of request (see
+   * {@link requestKind}) goes through its own {@link RequestGate}, so a
+   * flood of searches waits or is refused (503) while a summary is answered.
+   */
+  get(path: string, params: URLSearchParams): Promise<unknown> {
+    return this.#gates.get(requestKind(path))!.run(() => this.#answer(path, params));
+  }
+
+  /** What the gate of one kind of request (a {@link requestKind}) has done so far. */
+  gateCounts(kind: string): GateCounts {
+    const gate = this.#gates.get(kind);
+    if (!gate) throw new RangeError(`no such kind of request: ${kind.slice(0, 40)}`);
+    return gate.counts();
+  }
+
+  #answer(path: string, params: URLSearchParams): unknown {
     const field: Field = (name) => params.get(name) ?? undefined;
     return withRangeErrors(() => {
       switch (path) {
@@ -131,11 +156,11 @@ export class StoreApi {
     });
   }
 
-  /** Answers a POST to one of {@link STORE_POST_PATHS}; retries and edits record `by` as who made them. */
+  /** Answers a POST to one of {@link STORE_POST_PATHS}; retries, edits and deletes record `by` as who made them. */
   async post(path: string, body: unknown, by: string): Promise<unknown> {
     const input = object(body);
     const field: Field = (name) => (Object.hasOwn(input, name) ? input[name] : undefined);
-    if (path === '/api/delete') return withRangeErrors(() => this.delete(field));
+    if (path === '/api/delete') return withRangeErrors(() => this.delete(field, by));
     if (path === '/api/jobs') return withRangeErrors(() => this.retries.start(field, by));
     if (path === '/api/edit-retry') return this.retries.edit(field, by);
     throw new ApiError(404, 'not found');
@@ -232,11 +257,11 @@ export class StoreApi {
    * `maxSeq` (from GET /api/count). `confirm` must repeat that count: the
    * page shows it to the operator first.
    */
-  async delete(field: Field): Promise<{ deleted: number }> {
+  async delete(field: Field, by: string): Promise<{ deleted: number }> {
     const key = field('key');
     if (key !== undefined) {
       if (typeof key !== 'string' || key === '') throw new ApiError(400, 'key must be a non-empty string');
-      return { deleted: (await this.store.deleteOne(key)) ? 1 : 0 };
+      return { deleted: (await this.store.deleteOne(key, by)) ? 1 : 0 };
     }
     const filterInput = field('filter');
     const input = object(filterInput ?? {});
@@ -248,7 +273,7 @@ export class StoreApi {
     const snapshot = { ...filter, maxSeq: maxSeq as number };
     const count = this.store.count(snapshot);
     if (count > (confirm as number)) throw new ApiError(409, `the selection holds ${count} entries, more than the ${confirm} confirmed; count again`);
-    return { deleted: await this.store.delete(snapshot) };
+    return { deleted: await this.store.delete(snapshot, by) };
   }
 
   #detail(detail: StoredEntryDetail): StoreEntryDetail {
@@ -270,6 +295,8 @@ export class StoreApi {
         retriedTo: detail.retriedTo ?? null,
         outcome: detail.outcome ?? null,
         outcomeAt: detail.outcomeAt === undefined ? null : iso(detail.outcomeAt),
+        deletedAt: detail.deletedAt === undefined ? null : iso(detail.deletedAt),
+        deletedBy: detail.deletedBy ?? null,
       },
       occurrences,
       edits: listEdits({ store: this.store }, detail.key).map((e) => ({
@@ -287,6 +314,23 @@ export class StoreApi {
       body: bodyPreview(detail.body, this.bodyPreviewBytes),
     };
   }
+}
+
+/** The GET paths of store mode, each its own kind of request. */
+const GET_KINDS: ReadonlySet<string> = new Set(['/api/summary', '/api/groups', '/api/entries', '/api/count', '/api/failure-rate', '/api/changes', '/api/jobs']);
+/** Every kind {@link requestKind} names. */
+const REQUEST_KINDS: readonly string[] = [...GET_KINDS, '/api/entries/:key', '/api/jobs/:id', 'other'];
+
+/**
+ * The kind of a GET request, whose gate it goes through: its path, with an
+ * entry key or a job id as `:key` or `:id`; `other` for a path the API does
+ * not answer, so unknown paths never make new gates.
+ */
+export function requestKind(path: string): string {
+  if (GET_KINDS.has(path)) return path;
+  if (/^\/api\/entries\/[^/]+$/.test(path)) return '/api/entries/:key';
+  if (/^\/api\/jobs\/[^/]+$/.test(path)) return '/api/jobs/:id';
+  return 'other';
 }
 
 /**

@@ -300,6 +300,7 @@ ${PAGE_HELPERS}${charts ? CHARTS_SCRIPT : ''}
       ['Attempts', f.attempts], ['Signature', d.signature.id], ['Error queue', d.entry.errorQueue], ['Key', d.entry.key]], 'detail-facts');
     const history = dl([['Ingested', time(s.ingestedAt)], ['Sent back before it failed', s.replayCount], ['Retried from the store', s.retriedCount + ' time(s)'], ['Last retried', s.lastRetriedAt ? time(s.lastRetriedAt) + ' by ' + s.lastRetriedBy + ' to ' + s.retriedTo : null],
       ['Outcome', s.outcome ? s.outcome + ' at ' + time(s.outcomeAt) : null],
+      ...(d.entry.status === 'deleted' ? [['Deleted', s.deletedAt || s.deletedBy ? (s.deletedAt ? time(s.deletedAt) : '') + (s.deletedBy ? ' by ' + s.deletedBy : '') : null]] : []),
       ...d.edits.map((e) => ['Edited', time(e.at) + ' by ' + e.by + ', sent to ' + e.sentTo + '; body ' + e.bodySizeBefore + ' \u2192 ' + e.bodySizeAfter + ' bytes' + (e.changedHeaders.length ? '; headers changed: ' + e.changedHeaders.join(', ') : '')])], 'store-history');
     const occurrences = d.occurrences.map((o) => el('tr', { className: 'clickable' + (o.key === d.entry.key ? ' selected' : ''), onclick: () => showEntry(o.key) },
       el('td', { className: 'mono' }, time(o.failedAt)), el('td', null, o.errorName), el('td', { className: 'wrap' }, o.message), el('td', null, pill(o.status)), el('td', null, o.outcome || '\\u2014')));

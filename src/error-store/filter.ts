@@ -17,7 +17,12 @@ export interface EntryFilter {
   /** The queue the message failed on. */
   readonly originalQueue?: string;
   readonly endpoint?: string;
-  /** Text that the error message, the error name, the message id or the key contains, case-insensitively. */
+  /**
+   * Text that the error message, the error name, the message id or the key
+   * contains, case-insensitively; looked up in the store's full-text index.
+   * Text of one or two characters is too short for the index: it is looked
+   * for among the newest {@link SHORT_TEXT_WINDOW} entries only.
+   */
   readonly text?: string;
   /** Failed at or after, epoch ms. */
   readonly since?: number;
@@ -32,6 +37,13 @@ export type EntrySort = 'failed-desc' | 'failed-asc';
 
 const STATUSES: ReadonlySet<string> = new Set(['failed', 'retrying', 'retried', 'replaced', 'deleted', 'any']);
 const TEXT_MAX = 500;
+
+/**
+ * The newest entries (by ingestion) a text filter of one or two characters
+ * reads: the full-text index finds only text of three characters or more,
+ * and reading every row would hold the store for as long as it takes.
+ */
+export const SHORT_TEXT_WINDOW = 10_000;
 
 /** Throws a RangeError naming the first bad field of `filter`. */
 export function checkFilter(filter: EntryFilter): void {
@@ -84,8 +96,9 @@ export function filterSql(filter: EntryFilter): SqlCondition {
     params[field] = value;
   }
   if (filter.text !== undefined && filter.text !== '') {
-    parts.push(`(message LIKE @text ESCAPE '\\' OR error_name LIKE @text ESCAPE '\\' OR message_id LIKE @text ESCAPE '\\' OR key LIKE @text ESCAPE '\\')`);
-    params['text'] = `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const text = textCondition(filter.text, filter.maxSeq);
+    parts.push(text.where);
+    Object.assign(params, text.params);
   }
   if (filter.since !== undefined) {
     parts.push('failed_at >= @since');
@@ -100,4 +113,22 @@ export function filterSql(filter: EntryFilter): SqlCondition {
     params['maxSeq'] = filter.maxSeq;
   }
   return { where: parts.length === 0 ? '1' : parts.join(' AND '), params };
+}
+
+/**
+ * The text filter: a phrase query of the trigram index (substrings of three
+ * characters or more), or, for shorter text, LIKE over the newest
+ * {@link SHORT_TEXT_WINDOW} entries (counted back from `maxSeq` when given,
+ * so a bulk action's count and its chunks read the same window).
+ */
+function textCondition(text: string, maxSeq: number | undefined): SqlCondition {
+  if ([...text].length >= 3) {
+    return { where: 'seq IN (SELECT rowid FROM entries_text WHERE entries_text MATCH @text)', params: { text: `"${text.replaceAll('"', '""')}"` } };
+  }
+  const top = maxSeq === undefined ? '(SELECT coalesce(max(seq), 0) FROM entries)' : '@maxSeq';
+  const like = ['message', 'error_name', 'message_id', 'key'].map((column) => `${column} LIKE @text ESCAPE '\\'`).join(' OR ');
+  return {
+    where: `seq IN (SELECT seq FROM entries WHERE seq > ${top} - ${SHORT_TEXT_WINDOW} AND (${like}))`,
+    params: { text: `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%` },
+  };
 }

@@ -9,9 +9,15 @@
  *   and what operators did with it. Headers and body are the last columns:
  *   a row of a few KiB spills into overflow pages, and SQLite reads a
  *   column stored after them only by walking those pages, so every other
- *   column stays on the row's first page. `seq` is the order of ingestion and the
+ *   column stays on the row's first page (`deleted_at` and `deleted_by`,
+ *   added later, come after them: they are read only with the body, and a
+ *   deleted row has none). `seq` is the order of ingestion and the
  *   snapshot cut-off of bulk actions; `version` is the store's change
  *   counter when the row last changed, for live updates.
+ * - `entries_text`: a full-text index (FTS5, trigram tokenizer) of the
+ *   columns the text filter searches (message, error name, message id,
+ *   key), with `entries` as its content and `seq` as its rowid; triggers
+ *   keep it in step with every insert, change and removal of a row.
  * - `meta`: the change counter.
  * - the retry tables (`retry_jobs`, `retry_job_items`, `edits`): see
  *   retry-job-tables.ts.
@@ -80,6 +86,26 @@ ALTER TABLE edits ADD COLUMN state TEXT NOT NULL DEFAULT 'sent' CHECK (state IN 
 ALTER TABLE edits ADD COLUMN until INTEGER;
 ALTER TABLE edits ADD COLUMN error TEXT;
 CREATE INDEX IF NOT EXISTS entries_by_claim ON entries (claim) WHERE claim IS NOT NULL;
+`,
+  // 3: the full-text index of the text filter, filled from the entries already stored.
+  `
+CREATE VIRTUAL TABLE entries_text USING fts5(message, error_name, message_id, key, content='entries', content_rowid='seq', tokenize='trigram');
+CREATE TRIGGER entries_text_insert AFTER INSERT ON entries BEGIN
+  INSERT INTO entries_text (rowid, message, error_name, message_id, key) VALUES (new.seq, new.message, new.error_name, new.message_id, new.key);
+END;
+CREATE TRIGGER entries_text_delete AFTER DELETE ON entries BEGIN
+  INSERT INTO entries_text (entries_text, rowid, message, error_name, message_id, key) VALUES ('delete', old.seq, old.message, old.error_name, old.message_id, old.key);
+END;
+CREATE TRIGGER entries_text_update AFTER UPDATE OF message, error_name, message_id, key ON entries BEGIN
+  INSERT INTO entries_text (entries_text, rowid, message, error_name, message_id, key) VALUES ('delete', old.seq, old.message, old.error_name, old.message_id, old.key);
+  INSERT INTO entries_text (rowid, message, error_name, message_id, key) VALUES (new.seq, new.message, new.error_name, new.message_id, new.key);
+END;
+INSERT INTO entries_text (entries_text) VALUES ('rebuild');
+`,
+  // 4: who deleted an entry, and when (after the body: read only with it, on an entry's own page).
+  `
+ALTER TABLE entries ADD COLUMN deleted_at INTEGER;
+ALTER TABLE entries ADD COLUMN deleted_by TEXT;
 `,
 ];
 

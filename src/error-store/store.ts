@@ -103,6 +103,8 @@ interface EntryRow {
 }
 
 interface DetailRow extends EntryRow {
+  deleted_at: number | null;
+  deleted_by: string | null;
   headers: string;
   /** The body as hex: better-sqlite3 makes a string far faster than a Buffer, which matters when exporting 100,000 entries. */
   body_hex: string;
@@ -111,7 +113,7 @@ interface DetailRow extends EntryRow {
 const SUMMARY_COLUMNS = `seq, key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
   failed_at, ingested_at, replay_count, status, retried_count, last_retried_at, last_retried_by, retried_to, outcome, outcome_at, version`;
 
-const DETAIL_COLUMNS = `${SUMMARY_COLUMNS}, headers, hex(body) AS body_hex`;
+const DETAIL_COLUMNS = `${SUMMARY_COLUMNS}, deleted_at, deleted_by, headers, hex(body) AS body_hex`;
 
 /** Rows one transaction of a bulk change touches at most, so workers on the same file keep committing. */
 export const CHANGE_CHUNK = 1_000;
@@ -408,22 +410,24 @@ export class ErrorStore {
   }
 
   /**
-   * Marks the entries the filter selects (status `failed` only) `deleted`,
-   * dropping their bodies and keeping the failure story; in chunks, so
-   * other writers keep going. Resolves how many were deleted.
+   * Marks the entries the filter selects (status `failed` only) `deleted`
+   * by `by` (`cli:<user>`, `dashboard`), now, dropping their bodies and
+   * keeping the failure story; in chunks, so other writers keep going.
+   * Resolves how many were deleted.
    */
-  async delete(filter: EntryFilter): Promise<number> {
+  async delete(filter: EntryFilter, by: string): Promise<number> {
     this.#open();
     checkFilter(filter);
+    checkActor(by);
     const { where, params } = filterSql({ ...filter, status: 'failed' });
     const chunk = this.#db.prepare<[Record<string, string | number>]>(
-      `UPDATE entries SET status = 'deleted', body = x'', version = @version
+      `UPDATE entries SET status = 'deleted', body = x'', deleted_at = @now, deleted_by = @by, version = @version
        WHERE seq IN (SELECT seq FROM entries WHERE ${where} LIMIT ${CHANGE_CHUNK})`,
     );
     let deleted = 0;
     for (;;) {
       const changed = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
-        this.#db.transaction(() => chunk.run({ ...params, version: this.#bump.get()! }).changes).immediate(),
+        this.#db.transaction(() => chunk.run({ ...params, now: this.#clock.now(), by, version: this.#bump.get()! }).changes).immediate(),
       );
       deleted += changed;
       if (changed < CHANGE_CHUNK) return deleted;
@@ -431,14 +435,16 @@ export class ErrorStore {
     }
   }
 
-  /** Deletes one entry (status `failed`); resolves whether it was there to delete. */
-  async deleteOne(key: string): Promise<boolean> {
+  /** Deletes one entry (status `failed`), recording `by` and now like {@link delete}; resolves whether it was there to delete. */
+  async deleteOne(key: string, by: string): Promise<boolean> {
     this.#open();
+    checkActor(by);
+    const statement = this.#db.prepare(
+      `UPDATE entries SET status = 'deleted', body = x'', deleted_at = @now, deleted_by = @by, version = @version WHERE key = @key AND status = 'failed'`,
+    );
     return (
       (await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
-        this.#db.transaction(
-          () => this.#db.prepare(`UPDATE entries SET status = 'deleted', body = x'', version = ? WHERE key = ? AND status = 'failed'`).run(this.#bump.get()!, key).changes,
-        ).immediate(),
+        this.#db.transaction(() => statement.run({ key, now: this.#clock.now(), by, version: this.#bump.get()! }).changes).immediate(),
       )) === 1
     );
   }
@@ -610,7 +616,18 @@ function entryOf(row: EntryRow): StoredEntry {
 
 function detailOf(row: DetailRow): StoredEntryDetail {
   const body = Buffer.from(row.body_hex, 'hex');
-  return { ...entryOf(row), headers: JSON.parse(row.headers) as Headers, body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength) };
+  return {
+    ...entryOf(row),
+    headers: JSON.parse(row.headers) as Headers,
+    body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength),
+    ...(row.deleted_at === null ? {} : { deletedAt: row.deleted_at }),
+    ...(row.deleted_by === null ? {} : { deletedBy: row.deleted_by }),
+  };
+}
+
+/** Throws a RangeError unless `by` names who is writing (1 to 200 characters). */
+function checkActor(by: string): void {
+  if (typeof by !== 'string' || by.trim() === '' || by.length > 200) throw new RangeError('by must name who is writing (1 to 200 characters)');
 }
 
 function parseCursor(cursor: string, name = 'after'): [number, number] {

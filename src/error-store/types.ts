@@ -51,6 +51,10 @@ export interface StoredEntry {
 export interface StoredEntryDetail extends StoredEntry {
   readonly headers: Readonly<Headers>;
   readonly body: Uint8Array;
+  /** When it was deleted, epoch ms; absent unless `deleted` (and on entries deleted before schema version 4, which did not record it). */
+  readonly deletedAt?: number;
+  /** Who deleted it (`cli:<user>`, `dashboard`); absent like {@link deletedAt}. */
+  readonly deletedBy?: string;
 }
 
 /** An error-queue copy to store. */

@@ -41,7 +41,7 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     expect(run.stdout).toMatch(/^retry job (job-\S+): done\n {2}sent 100, handled elsewhere 0, refused 0, failed 0, pending 0 of 100\n$/);
     expect(run.code).toBe(0);
     expect(store.count({ status: 'retried' })).toBe(100);
-    expect(store.search({ status: 'retried' }, { limit: 1 }).entries[0]!.lastRetriedBy).toBe('alice');
+    expect(store.search({ status: 'retried' }, { limit: 1 }).entries[0]!.lastRetriedBy).toBe(`cli:${userInfo().username} as alice`);
     const jobs = await cli(['errors', 'jobs', app, '--store', storePath, '--json']);
     const [job] = JSON.parse(jobs.stdout) as { id: string; sent: number; ratePerSecond: number; state: string }[];
     expect(job).toMatchObject({ sent: 100, ratePerSecond: 200, state: 'done' });
@@ -55,6 +55,7 @@ describe('redeliver errors retry --store / jobs / edit', () => {
     expect(JSON.parse(run.stdout)).toMatchObject({ state: 'done', total: 150, sent: 140, refused: 10, pending: 0 });
     expect(run.stderr).toContain('10 entries were refused and 0 failed; they stay failed in the store');
     expect(store.count({ status: 'failed' })).toBe(10);
+    expect(store.search({ status: 'retried' }, { limit: 1 }).entries[0]!.lastRetriedBy).toBe(`cli:${userInfo().username}`);
   });
 
   it('resumes an interrupted job with --resume, and refuses bad input clearly', async () => {

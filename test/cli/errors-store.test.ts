@@ -3,6 +3,7 @@
  * filled through a real endpoint, run in-process (see support.ts).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorStore } from '../../src/error-store/store.js';
@@ -297,5 +298,9 @@ describe('the --store commands', () => {
     const shown = json(await cli(['errors', 'show', '--store', store, key, '--json']));
     expect(shown.store.status).toBe('deleted');
     expect(shown.body.size).toBe(0);
+    // Recorded as the operating-system user who ran the command, with when.
+    expect(shown.store).toMatchObject({ deletedBy: `cli:${userInfo().username}`, deletedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+    const human = await cli(['errors', 'show', '--store', store, key]);
+    expect(human.stdout).toMatch(new RegExp(`status\\s+deleted at \\S+ by cli:${userInfo().username} \\(its body was dropped\\)`));
   });
 });

@@ -176,6 +176,16 @@ describe('dashboard JSON API', () => {
     expect((await transport.inspection.queueDepths()).map((d) => d.queue)).not.toContain('billing.internal');
   });
 
+  it('lists an entry with no error name (redeliver did not write it) with none, not an invented Error', async () => {
+    transport = new MemoryTransport();
+    await transport.send('error', { id: 'foreign', body: new TextEncoder().encode('{}'), headers: { [HEADER.failureMessage]: 'dropped by hand' } });
+    dashboard = await createDashboard({ transport });
+    const group = (await request(`${dashboard.url}api/groups`)).json().groups[0];
+    expect(group.signature.errorName).toBe('');
+    const [entry] = (await request(`${dashboard.url}api/entries?errorQueue=error&group=${group.signature.id}`)).json().entries;
+    expect(entry).toMatchObject({ messageId: 'foreign', errorName: '', message: 'dropped by hand' });
+  });
+
   it('behind an https reverse proxy: accepts its Origin and Host, sets a Secure cookie on its path', async () => {
     const url = await start([notFound(1)], { token: TOKEN, publicUrl: 'https://ops.example.com/redeliver' });
     const proxied = { Host: 'ops.example.com', 'X-Forwarded-Proto': 'https' };

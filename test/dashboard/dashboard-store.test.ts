@@ -137,7 +137,7 @@ describe('dashboard in store mode', () => {
     expect((await get(`api/changes?cursor=${encodeURIComponent(cursor)}`)).body.entries).toEqual([]);
     await store.ingest([entry('late-1', { errorName: 'StockError', message: 'no stock for sku 9' })]);
     const victim = store.search({ text: 'pay-1' }).entries[0]!;
-    await store.deleteOne(victim.key);
+    await store.deleteOne(victim.key, 'tester');
     const changes = (await get(`api/changes?cursor=${encodeURIComponent(cursor)}`)).body;
     expect(changes.entries.map((e: any) => [e.messageId, e.status])).toEqual([
       ['late-1', 'failed'],
@@ -147,7 +147,7 @@ describe('dashboard in store mode', () => {
     expect((await get('api/summary')).body.failed).toBe(7);
   });
 
-  it('deletes one entry, and a selection only with a matching confirmation, held to its snapshot', async () => {
+  it('deletes one entry (recording who and when), and a selection only with a matching confirmation, held to its snapshot', async () => {
     const csrf = await csrfOf(dashboard.url, bearer(dashboard.token));
     const post = async (body: unknown) => {
       const res = await request(`${dashboard.url}api/delete`, { method: 'POST', headers: postHeaders(dashboard.url, csrf), body: JSON.stringify(body) });
@@ -156,6 +156,7 @@ describe('dashboard in store mode', () => {
     const one = store.search({ text: 'pay-2' }).entries[0]!;
     expect(await post({ key: one.key })).toEqual({ status: 200, body: { deleted: 1 } });
     expect(await post({ key: one.key })).toEqual({ status: 200, body: { deleted: 0 } });
+    expect((await get(`api/entries/${encodeURIComponent(one.key)}`)).body.store).toMatchObject({ deletedAt: new Date(NOW).toISOString(), deletedBy: expect.stringMatching(/^dashboard (token|session-[0-9a-f]{8})$/) });
 
     const count = (await get('api/count?errorName=StockError')).body;
     expect(count.count).toBe(5);

@@ -249,7 +249,7 @@ describe('RetryJobs', () => {
     const { transport, store } = await setup();
     await fill(store, 4);
     const jobs = new RetryJobs({ store, transport });
-    await store.deleteOne('m-entry-1');
+    await store.deleteOne('m-entry-1', 'tester');
     const job = await jobs.create({ keys: ['m-entry-0', 'm-entry-1', 'm-entry-2'] }, { by: 'ops' });
     expect(await jobs.run(job.id)).toMatchObject({ total: 3, sent: 2, alreadyHandled: 1 });
     await expect(jobs.create({ keys: ['nope'] }, { by: 'ops' })).rejects.toThrow('no entry nope in the store');

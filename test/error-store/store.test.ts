@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listEdits } from '../../src/error-store/edit.js';
 import { RetryJobs } from '../../src/error-store/retry-jobs.js';
+import { SHORT_TEXT_WINDOW } from '../../src/error-store/filter.js';
 import { ERROR_STORE_SCHEMA_VERSION } from '../../src/error-store/schema.js';
 import { ErrorStore } from '../../src/error-store/store.js';
 import type { Transport } from '../../src/transport/types.js';
@@ -90,6 +91,31 @@ describe('ErrorStore', () => {
     expect(() => store.count({ signature: 'zz' })).toThrow(/signature/);
   });
 
+  it('finds text through the full-text index as a case-insensitive substring, and short text among the newest entries only', async () => {
+    const { store } = open();
+    await store.ingest([
+      entry('order-0042', 'card "visa" declined by issuer', 1),
+      entry('order-0043', 'db timeout after 30 ms', 2, { [HEADER.failureErrorName]: 'GatewayTimeout' }),
+      entry('order-0044', '100% of quota used', 3),
+    ]);
+    const found = (text: string) => store.search({ text }).entries.map((e) => e.messageId).sort();
+    expect(found('DECLINED BY')).toEqual(['order-0042']); // message, across a space
+    expect(found('"visa"')).toEqual(['order-0042']); // quotes are text, not query syntax
+    expect(found('waytime')).toEqual(['order-0043']); // error name
+    expect(found('der-004')).toEqual(['order-0042', 'order-0043', 'order-0044']); // message id
+    expect(found('e-order-0044')).toEqual(['order-0044']); // key
+    expect(found('0% o')).toEqual(['order-0044']);
+    expect(found('visa declined')).toEqual([]);
+    expect(found('ms')).toEqual(['order-0043']); // two characters: LIKE over the newest entries
+    expect(found('%')).toEqual(['order-0044']);
+    expect(store.count({ text: 'order' })).toBe(3);
+    // Short text reads only the newest SHORT_TEXT_WINDOW entries: an older match is not found; long text is.
+    fill(store, SHORT_TEXT_WINDOW, 'filler');
+    expect(found('ms')).toEqual([]);
+    expect(store.count({ text: 'db timeout', status: 'any' })).toBe(1);
+    expect(store.count({ text: 'ms', maxSeq: 3 })).toBe(1); // counted back from the snapshot of a bulk action
+  });
+
   it('counts failures per minute per group over the last hour', async () => {
     const { store } = open();
     await store.ingest([entry('a', 'timeout 1', 10), entry('b', 'timeout 2', 10), entry('c', 'timeout 3', 11), entry('d', 'bad input', 59)]);
@@ -139,17 +165,22 @@ describe('ErrorStore', () => {
     expect(store.count({ status: 'any' })).toBe(3);
   });
 
-  it('deletes by filter in chunks, keeping the story and dropping the body', async () => {
-    const { store } = open();
+  it('deletes by filter in chunks, keeping the story, dropping the body, and recording who deleted when', async () => {
+    const { store, clock } = open();
     await store.ingest(Array.from({ length: 2_500 }, (_, i) => entry(`m${i}`, i < 2_100 ? 'gone' : 'keep', i % 60)));
     const before = store.changes().cursor;
-    expect(await store.delete({ text: 'gone' })).toBe(2_100);
+    await expect(store.delete({ text: 'gone' }, ' ')).rejects.toThrow(/by must name who/);
+    expect(await store.delete({ text: 'gone' }, 'cli:alice')).toBe(2_100);
     expect(store.count()).toBe(400);
     const deleted = store.get('e-m0-0')!;
-    expect(deleted.status).toBe('deleted');
+    expect(deleted).toMatchObject({ status: 'deleted', deletedAt: T0, deletedBy: 'cli:alice' });
     expect(deleted.body.byteLength).toBe(0);
-    expect(await store.deleteOne('e-m0-0')).toBe(false);
-    expect(await store.deleteOne('e-m2100-0')).toBe(true);
+    await clock.advance(1_000);
+    expect(await store.deleteOne('e-m0-0', 'dashboard')).toBe(false);
+    expect(store.get('e-m0-0')).toMatchObject({ deletedAt: T0, deletedBy: 'cli:alice' });
+    expect(await store.deleteOne('e-m2100-0', 'dashboard')).toBe(true);
+    expect(store.get('e-m2100-0')).toMatchObject({ status: 'deleted', deletedAt: T0 + 1_000, deletedBy: 'dashboard' });
+    expect(store.get('e-m2101-1')).not.toHaveProperty('deletedBy');
     const changes = store.changes(before, 1_000);
     expect(changes.entries).toHaveLength(1_000);
     expect(changes.more).toBe(true);
@@ -199,10 +230,11 @@ describe('ErrorStore', () => {
     old.close();
     const store = ErrorStore.open(file, { clock: new FakeClock(T0) });
     stores.push(store);
-    expect(store.database.pragma('user_version', { simple: true })).toBe(2);
+    expect(store.database.pragma('user_version', { simple: true })).toBe(ERROR_STORE_SCHEMA_VERSION);
     const columns = (table: string) => store.database.prepare<[string], string>('SELECT name FROM pragma_table_info(?)').pluck(true).all(table);
     expect(columns('retry_jobs')).toEqual(expect.arrayContaining(['run_id', 'lease_until']));
     expect(columns('edits')).toEqual(expect.arrayContaining(['state', 'until', 'error']));
+    expect(columns('entries')).toEqual(expect.arrayContaining(['deleted_at', 'deleted_by']));
     expect(store.get('e-1')).toMatchObject({ messageId: 'm-1', status: 'failed' });
     const jobs = new RetryJobs({ store, transport: {} as Transport });
     expect(jobs.get('job-old')).toMatchObject({ state: 'stopped', total: 1 });
@@ -219,6 +251,30 @@ describe('ErrorStore', () => {
     expect(new RetryJobs({ store: again, transport: {} as Transport }).list()).toEqual([]);
   });
 
+  it('opens a store of schema version 2: fills the full-text index from the entries it holds, keeps it in step after, and records deletions', async () => {
+    const file = join(scratchDir(), 'v2.db');
+    const made = ErrorStore.open(file, { clock: new FakeClock(T0) });
+    await made.ingest([entry('m1', 'card declined', 1)]);
+    // Back to version 2: no index, no triggers; an entry stored by that build.
+    made.database.exec(`DROP TRIGGER entries_text_insert; DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text;
+      ALTER TABLE entries DROP COLUMN deleted_at; ALTER TABLE entries DROP COLUMN deleted_by`);
+    made.database.pragma('user_version = 2');
+    made.close();
+    const v2 = new Database(file);
+    v2.prepare(`INSERT INTO entries SELECT NULL, 'e-m2', error_queue, 'm2', original_queue, endpoint, host, reason, error_name, 'db timeout', top_frame, signature,
+      failed_at, ingested_at, replay_count, status, retried_count, last_retried_at, last_retried_by, retried_to, outcome, outcome_at, claim, claim_until, version, headers, body FROM entries`).run();
+    v2.close();
+    const store = ErrorStore.open(file, { clock: new FakeClock(T0) });
+    stores.push(store);
+    expect(store.database.pragma('user_version', { simple: true })).toBe(ERROR_STORE_SCHEMA_VERSION);
+    expect(store.search({ text: 'declined' }).entries.map((e) => e.messageId)).toEqual(['m1']);
+    expect(store.search({ text: 'timeout' }).entries.map((e) => e.messageId)).toEqual(['m2']);
+    await store.ingest([entry('m3', 'card declined again', 3)]);
+    expect(store.count({ text: 'declined' })).toBe(2);
+    expect(await store.deleteOne('e-m2', 'cli:alice')).toBe(true);
+    expect(store.get('e-m2')).toMatchObject({ deletedAt: T0, deletedBy: 'cli:alice' });
+  });
+
   it('refuses a store from a newer redeliver, saying which version it has', () => {
     const file = join(scratchDir(), 'v99.db');
     const db = new Database(file);
@@ -228,6 +284,19 @@ describe('ErrorStore', () => {
     expect(() => ErrorStore.open(file)).toThrow(`ErrorStore: ${file} has schema version 99, newer than this redeliver's ${ERROR_STORE_SCHEMA_VERSION}; upgrade redeliver`);
   });
 });
+
+/** Stores `count` entries of `message` in one statement, far faster than ingesting them. */
+function fill(store: ErrorStore, count: number, message: string): void {
+  store.database
+    .prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+       INSERT INTO entries (key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
+         failed_at, ingested_at, replay_count, status, version, headers, body)
+       SELECT 'fill-' || i, 'error', 'fill-' || i, 'orders', 'ep', 'h', 'retries-exhausted', 'Error', ?, '', '0000000' || (i % 2), ?, ?, 0, 'failed', 1, '{}', x''
+       FROM n`,
+    )
+    .run(count, message, T0 - 30 * 60_000, T0);
+}
 
 /** The tables as the first layout (schema version 1) made them, with one entry, one job and one edit. */
 const V1_LAYOUT = `

@@ -49,7 +49,7 @@ export function addStoreRetryOptions(command: Command): Command {
     .option('--canary-outcome-timeout <duration>', 'with --canary: the longest wait for an outcome before it stops (default 60s)', positiveDuration)
     .option('--canary-max-failed-again <n>', 'with --canary: messages that may fail again before it stops (default 0)', count)
     .option('--resume <job-id>', 'with --store: continue a retry job that stopped or was interrupted')
-    .option('--by <name>', 'with --store: who is retrying, recorded on each entry', 'cli');
+    .option('--by <name>', 'with --store: a name recorded after the operating-system user on each entry (cli:<user> as <name>)');
 }
 
 /**
@@ -81,7 +81,7 @@ export async function storeRetry(command: Command, target: string, key: string |
         job = found;
       } else {
         job = await jobs.create(selectionOf(key, opts.all === true, filter), {
-          by: opts.by ?? 'cli',
+          by: opts.by === undefined ? osActor() : `${osActor()} as ${opts.by}`,
           ...(opts.to === undefined ? {} : { to: opts.to }),
           ...(opts.allowQueue === undefined ? {} : { allowedQueues: opts.allowQueue }),
           ...(opts.canary ? { canary: canaryOf(opts) } : opts.rate === undefined ? {} : { ratePerSecond: opts.rate }),

@@ -16,7 +16,7 @@ import { oneLine, plural, shortTime, table } from '../format.js';
 import { UsageError } from '../open-transport.js';
 import { InterruptedError, ioOf, type CliIo } from '../program.js';
 import { ProgressBar } from '../progress.js';
-import { interruption, write } from '../session.js';
+import { interruption, osActor, write } from '../session.js';
 import { addStoreFilterOptions, filterOf, givenFilterFlags, narrows, storePath, withStore, type FilterOptions } from '../store-session.js';
 
 /** The `errors` subcommands that work on the store too. */
@@ -254,7 +254,7 @@ async function showStored(store: ErrorStore, key: string | undefined, opts: Stor
   const field = (label: string, value: string) => `  ${label.padEnd(16)}${oneLine(value)}`;
   const lines = [
     'store',
-    field('status', entry.status === 'deleted' ? 'deleted (its body was dropped)' : entry.status),
+    field('status', entry.status === 'deleted' ? `deleted${deletion(entry)} (its body was dropped)` : entry.status),
     field('ingested at', shortTime(iso(entry.ingestedAt)!)),
     field(
       'retried',
@@ -276,7 +276,8 @@ async function showStored(store: ErrorStore, key: string | undefined, opts: Stor
     );
   }
   lines.push('');
-  const json = { store: { ...historyJson(entry), edits: edits.map(editJson) } };
+  const deleted = { ...(entry.deletedAt === undefined ? {} : { deletedAt: iso(entry.deletedAt) }), ...(entry.deletedBy === undefined ? {} : { deletedBy: entry.deletedBy }) };
+  const json = { store: { ...historyJson(entry), ...deleted, edits: edits.map(editJson) } };
   await render.showEntry(entry, { bodyBytes: opts.bodyBytes ?? 4096, ...(opts.json ? { json: true } : {}) }, io, { json, lines });
 }
 
@@ -285,7 +286,7 @@ async function showStored(store: ErrorStore, key: string | undefined, opts: Stor
 async function deleteStored(store: ErrorStore, key: string | undefined, filter: EntryFilter, opts: StoreOptions, io: CliIo): Promise<void> {
   if (key !== undefined) {
     if (opts.all || narrows(filter)) throw new UsageError('name what to delete: one <key>, or --all and/or filters');
-    const deleted = await store.deleteOne(key);
+    const deleted = await store.deleteOne(key, osActor());
     if (!deleted) {
       const entry = store.get(key);
       if (!entry) throw new Error(`no entry with key ${oneLine(key)} in the error store ${oneLine(store.path)}`);
@@ -302,7 +303,7 @@ async function deleteStored(store: ErrorStore, key: string | undefined, filter: 
     throw new UsageError(`this deletes ${plural(n, 'failed entry', 'failed entries')} of the error store for good: add --yes to confirm`);
   }
   // Entries ingested from now on are not part of the selection the operator confirmed.
-  const deleted = await store.delete(selection);
+  const deleted = await store.delete(selection, osActor());
   await write(io.stdout, opts.json ? `${JSON.stringify({ deleted })}\n` : `deleted ${deleted}\n`);
 }
 
@@ -345,6 +346,11 @@ async function exportStored(store: ErrorStore, filter: EntryFilter, opts: StoreO
   }
   if (opts.out !== undefined) io.stderr.write(`exported ${plural(exported, 'entry', 'entries')} from the error store to ${oneLine(opts.out)}\n`);
   if (signal.aborted) throw new InterruptedError(`interrupted after ${plural(exported, 'entry', 'entries')}; the export is incomplete`);
+}
+
+/** ` at <time> by <who>` of a deleted entry, as much as the store recorded (nothing before schema version 4). */
+function deletion(entry: StoredEntryDetail): string {
+  return (entry.deletedAt === undefined ? '' : ` at ${shortTime(iso(entry.deletedAt)!)}`) + (entry.deletedBy === undefined ? '' : ` by ${entry.deletedBy}`);
 }
 
 function editJson(edit: EditRecord) {
