@@ -58,6 +58,23 @@ function withinLimits(transport: Transport, concurrency: number): number {
   return concurrency;
 }
 
+/**
+ * The delay cap checked against the longest delay the transport holds. Every
+ * delay a policy asks for (the delayed backoff's, a `RetryLaterError`'s, a
+ * custom policy's) is capped at `maxDelayMs`, so a cap the transport holds
+ * means no retry it refuses; a longer one is refused here, when the
+ * endpoint is built, not at the first long retry.
+ */
+function delayCapWithinLimits(transport: Transport, maxDelayMs: number): number {
+  const max = transport.limits?.maxDelayMs;
+  if (max !== undefined && maxDelayMs > max) {
+    throw new OptionError(
+      `recoverability.maxDelayMs is ${maxDelayMs} ms, but the ${transport.name} transport holds a delay of at most ${max} ms (its limits.maxDelayMs): set recoverability.maxDelayMs to ${max} or less`,
+    );
+  }
+  return maxDelayMs;
+}
+
 /** Validates options, naming the option at fault, and fills in defaults. */
 export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointConfig<T> {
   if (typeof options !== 'object' || options === null) throw new OptionError('Endpoint options must be an object');
@@ -78,6 +95,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     ...recoverability,
+    maxDelayMs: delayCapWithinLimits(transport, recoverability.maxDelayMs),
     flow: resolveFlowConfig(options.flowControl),
     deduplication: options.deduplication,
     codec: (options.codec ?? jsonCodec) as Codec<T>,
