@@ -426,6 +426,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         delayedAttempt: state.delayedAttempts,
         attempt: attempts,
         deliveryCount: delivery.deliveryCount,
+        deadline: deadlineAt === undefined ? undefined : new Date(deadlineAt),
         signal: this.#stopping.signal,
         requeue: (options = {}) => {
           requeue = requeueOptions(options);
