@@ -1,0 +1,186 @@
+/**
+ * One holder at a time, on every transport: while prefetch goes up and
+ * down, consumers pause and resume, flow control probes one message at a
+ * time, and the connection is cut, no message is in two handlers at once
+ * unless the earlier handler's lease ran out first. Each handler's start
+ * and end are logged with the lease end known at its start (the lease
+ * length where deliveries are leased; without leases any overlap counts),
+ * and `findOverlaps` checks the log.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { constant } from '../../src/backoff/index.js';
+import { Endpoint } from '../../src/endpoint/endpoint.js';
+import type { EndpointOptions } from '../../src/endpoint/options.js';
+import { Producer } from '../../src/producer/producer.js';
+import { seededRandom } from '../../src/time/random.js';
+import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
+import { describeOverlaps, findOverlaps, HoldLog } from '../support/holds.js';
+import type { ConformanceTarget } from './suite.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The lease the consumers ask for: far longer than any test here, so an overlap is never excused by a lease running out. */
+const LEASE_MS = 30_000;
+
+/** The lease a delivery runs under: `LEASE_MS` where the transport leases, none (any overlap counts) where it does not. */
+const leaseOf = (delivery: Delivery) => (delivery.leaseExpired ? LEASE_MS : Infinity);
+
+/**
+ * `transport`, except that the lease of the deliveries it hands out is
+ * noted in `lease.ms`, for handlers that see a message context, not the
+ * delivery.
+ */
+function notingLeases(transport: Transport, lease: { ms: number }): Transport {
+  return new Proxy(transport, {
+    get(target, key, receiver) {
+      if (key !== 'consume') return Reflect.get(target, key, receiver) as unknown;
+      const consume: Transport['consume'] = (queue, listener, options) =>
+        target.consume(queue, (d) => {
+          lease.ms = leaseOf(d);
+          listener(d);
+        }, options);
+      return consume;
+    },
+  });
+}
+
+/** Waits until `done()`, polling, or fails naming `what`. */
+async function until(done: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export function describeOneHolderConformance(target: ConformanceTarget): void {
+  describe.skipIf(Boolean(target.skip))(`one holder at a time: ${target.name}`, () => {
+    const cleanups: (() => Promise<unknown>)[] = [];
+    const queueName = (label: string) => `conf-${label}-${randomUUID().slice(0, 8)}`;
+
+    afterEach(async () => {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+    });
+
+    const open = async () => {
+      const transport = await target.create();
+      cleanups.push(() => transport.close());
+      return transport;
+    };
+
+    /** Endpoints on `queue` whose handler logs its holds, waits a few ms, and fails the first attempt of every third message. */
+    const startEndpoints = async (
+      transport: Transport,
+      queue: string,
+      log: HoldLog,
+      handled: Set<string>,
+      variants: readonly (readonly [string, Partial<EndpointOptions<number>>])[],
+    ) => {
+      const lease = { ms: Infinity };
+      const leased = notingLeases(transport, lease);
+      const random = seededRandom(7);
+      for (const [holder, options] of variants) {
+        const endpoint = new Endpoint<number>({
+          name: queue,
+          transport: leased,
+          leaseMs: LEASE_MS,
+          recoverability: { errorQueue: `${queue}-error`, immediateRetries: 1, delayedRetries: 2, delayedBackoff: constant(50) },
+          ...options,
+          handler: async (n, ctx) => {
+            const end = log.start(ctx.messageId, holder, lease.ms);
+            try {
+              await sleep(2 + Math.floor(random() * 10));
+              if (n % 3 === 0 && ctx.attempt === 1) throw new Error('first attempt fails');
+            } finally {
+              end();
+            }
+            handled.add(ctx.messageId);
+          },
+        });
+        cleanups.push(() => endpoint.stop({ timeoutMs: 2_000 }));
+        await endpoint.start();
+      }
+    };
+
+    it('two consumers under setPrefetch up and down, pause and resume, releases: no message in two holders at once', async () => {
+      const transport = await open();
+      const queue = queueName('holder');
+      const log = new HoldLog();
+      const acked = new Set<string>();
+      const random = seededRandom(42);
+      const listener = (holder: string) => (d: Delivery) => {
+        const end = log.start(d.id, holder, leaseOf(d));
+        void sleep(Math.floor(random() * 15)).then(async () => {
+          const release = random() < 0.2;
+          end();
+          if (release) return d.release();
+          await d.ack();
+          acked.add(d.id);
+        }).catch(() => undefined);
+      };
+      const subs: Subscription[] = [];
+      for (const holder of ['a', 'b']) {
+        const sub = await transport.consume(queue, listener(holder), { prefetch: 3, leaseMs: LEASE_MS });
+        cleanups.push(() => sub.close());
+        subs.push(sub);
+      }
+      const count = 60;
+      for (let i = 0; i < count; i++) await transport.send(queue, { id: `h-${i}`, body: new Uint8Array([i]), headers: {} });
+      const [a, b] = subs as [Subscription, Subscription];
+      const prefetches = [1, 5, 2, 1, 8, 1, 3];
+      for (let step = 0; acked.size < count; step++) {
+        if (step > 1_500) throw new Error(`only ${acked.size} of ${count} messages acked`);
+        await a.setPrefetch(prefetches[step % prefetches.length]!);
+        if (step % 4 === 1) await b.pause();
+        if (step % 4 === 3) await b.resume();
+        await sleep(20);
+      }
+      await b.resume();
+      expect(acked.size).toBe(count);
+      expect(log.holds.length).toBeGreaterThanOrEqual(count);
+      expect(findOverlaps(log.holds), describeOverlaps(findOverlaps(log.holds))).toEqual([]);
+    });
+
+    it('endpoints with consumer backoff and rate limiting probing at prefetch 1: no message in two handlers at once', async () => {
+      const transport = await open();
+      const queue = queueName('holder-flow');
+      const log = new HoldLog();
+      const handled = new Set<string>();
+      await startEndpoints(transport, queue, log, handled, [
+        ['backoff', { concurrency: 4, flowControl: { consumerBackoff: { multiplierMs: 40, maxMs: 200 } } }],
+        ['rate-limit', { concurrency: 4, flowControl: { rateLimit: { consecutiveFailures: 2, waitMs: 60 } } }],
+      ]);
+      const producer = new Producer<number>({ transport });
+      const count = 30;
+      for (let i = 0; i < count; i++) await producer.send(queue, i, { id: `f-${i}` });
+      await until(() => handled.size === count, `${count} messages handled, have ${handled.size}`);
+      // Every third message failed its first attempt: at least one more hold each.
+      expect(log.holds.length).toBeGreaterThanOrEqual(count + count / 3);
+      expect(findOverlaps(log.holds), describeOverlaps(findOverlaps(log.holds))).toEqual([]);
+    });
+
+    const cutReason = target.createCuttable ? undefined : (target.noConnection ?? 'the target gives no way to cut its connection');
+    it.skipIf(Boolean(cutReason))(`a cut connection and the reconnect: no message in two handlers at once${cutReason ? ` (skipped: ${cutReason})` : ''}`, async () => {
+      const cuttable = await target.createCuttable!();
+      cleanups.push(() => cuttable.dispose());
+      cleanups.push(() => cuttable.transport.close());
+      const queue = queueName('holder-cut');
+      const log = new HoldLog();
+      const handled = new Set<string>();
+      await startEndpoints(cuttable.transport, queue, log, handled, [
+        ['one', { concurrency: 4 }],
+        ['two', { concurrency: 4, flowControl: { consumerBackoff: { multiplierMs: 40, maxMs: 200 } } }],
+      ]);
+      const producer = new Producer<number>({ transport: cuttable.transport });
+      const count = 40;
+      for (let i = 0; i < count; i++) await producer.send(queue, i, { id: `c-${i}` });
+      await until(() => handled.size >= 10, 'the first 10 messages handled');
+      const cutAt = performance.now();
+      expect(cuttable.cut()).toBeGreaterThan(0);
+      await until(() => handled.size === count, `${count} messages handled after the cut, have ${handled.size}`, 60_000);
+      const overlaps = findOverlaps(log.holds, { leasesLostAt: cuttable.cutEndsLeases ? [cutAt] : [] });
+      expect(overlaps, describeOverlaps(overlaps)).toEqual([]);
+    }, 90_000);
+  });
+}
