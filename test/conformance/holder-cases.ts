@@ -26,20 +26,39 @@ const LEASE_MS = 30_000;
 /** The lease a delivery runs under: `LEASE_MS` where the transport leases, none (any overlap counts) where it does not. */
 const leaseOf = (delivery: Delivery) => (delivery.leaseExpired ? LEASE_MS : Infinity);
 
-/**
- * `transport`, except that the lease of the deliveries it hands out is
- * noted in `lease.ms`, for handlers that see a message context, not the
- * delivery.
- */
-function notingLeases(transport: Transport, lease: { ms: number }): Transport {
+/** What {@link observed} saw of the transport an endpoint used. */
+interface Observed {
+  /** The lease of the deliveries handed out (see {@link leaseOf}), for handlers that see a message context, not the delivery. */
+  leaseMs: number;
+  /** Every prefetch the endpoints' flow control set, in order. */
+  readonly prefetches: number[];
+  /** How many times flow control paused a subscription. */
+  pauses: number;
+}
+
+/** `transport`, with what endpoints do on it noted in `seen`: the lease of its deliveries, and flow control's prefetch changes and pauses. */
+function observed(transport: Transport, seen: Observed): Transport {
   return new Proxy(transport, {
     get(target, key, receiver) {
       if (key !== 'consume') return Reflect.get(target, key, receiver) as unknown;
-      const consume: Transport['consume'] = (queue, listener, options) =>
-        target.consume(queue, (d) => {
-          lease.ms = leaseOf(d);
+      const consume: Transport['consume'] = async (queue, listener, options) => {
+        const sub = await target.consume(queue, (d) => {
+          seen.leaseMs = leaseOf(d);
           listener(d);
         }, options);
+        return {
+          pause: () => {
+            seen.pauses++;
+            return sub.pause();
+          },
+          resume: () => sub.resume(),
+          setPrefetch: (prefetch) => {
+            seen.prefetches.push(prefetch);
+            return sub.setPrefetch(prefetch);
+          },
+          close: () => sub.close(),
+        };
+      };
       return consume;
     },
   });
@@ -69,16 +88,21 @@ export function describeOneHolderConformance(target: ConformanceTarget): void {
       return transport;
     };
 
-    /** Endpoints on `queue` whose handler logs its holds, waits a few ms, and fails the first attempt of every third message. */
+    /**
+     * Endpoints on `queue` whose handler logs its holds, waits a few ms, and
+     * fails the first round (both attempts) of every third message: a
+     * message failing as a whole backs the consumer off, two failures in a
+     * row start rate limiting, and its delayed retry comes back 50 ms later.
+     */
     const startEndpoints = async (
       transport: Transport,
       queue: string,
       log: HoldLog,
       handled: Set<string>,
       variants: readonly (readonly [string, Partial<EndpointOptions<number>>])[],
-    ) => {
-      const lease = { ms: Infinity };
-      const leased = notingLeases(transport, lease);
+    ): Promise<Observed> => {
+      const seen: Observed = { leaseMs: Infinity, prefetches: [], pauses: 0 };
+      const leased = observed(transport, seen);
       const random = seededRandom(7);
       for (const [holder, options] of variants) {
         const endpoint = new Endpoint<number>({
@@ -88,10 +112,10 @@ export function describeOneHolderConformance(target: ConformanceTarget): void {
           recoverability: { errorQueue: `${queue}-error`, immediateRetries: 1, delayedRetries: 2, delayedBackoff: constant(50) },
           ...options,
           handler: async (n, ctx) => {
-            const end = log.start(ctx.messageId, holder, lease.ms);
+            const end = log.start(ctx.messageId, holder, seen.leaseMs);
             try {
               await sleep(2 + Math.floor(random() * 10));
-              if (n % 3 === 0 && ctx.attempt === 1) throw new Error('first attempt fails');
+              if (n % 3 === 0 && ctx.delayedAttempt === 0) throw new Error('the first round fails');
             } finally {
               end();
             }
@@ -101,6 +125,7 @@ export function describeOneHolderConformance(target: ConformanceTarget): void {
         cleanups.push(() => endpoint.stop({ timeoutMs: 2_000 }));
         await endpoint.start();
       }
+      return seen;
     };
 
     it('two consumers under setPrefetch up and down, pause and resume, releases: no message in two holders at once', async () => {
@@ -147,7 +172,7 @@ export function describeOneHolderConformance(target: ConformanceTarget): void {
       const queue = queueName('holder-flow');
       const log = new HoldLog();
       const handled = new Set<string>();
-      await startEndpoints(transport, queue, log, handled, [
+      const seen = await startEndpoints(transport, queue, log, handled, [
         ['backoff', { concurrency: 4, flowControl: { consumerBackoff: { multiplierMs: 40, maxMs: 200 } } }],
         ['rate-limit', { concurrency: 4, flowControl: { rateLimit: { consecutiveFailures: 2, waitMs: 60 } } }],
       ]);
@@ -155,8 +180,10 @@ export function describeOneHolderConformance(target: ConformanceTarget): void {
       const count = 30;
       for (let i = 0; i < count; i++) await producer.send(queue, i, { id: `f-${i}` });
       await until(() => handled.size === count, `${count} messages handled, have ${handled.size}`);
-      // Every third message failed its first attempt: at least one more hold each.
-      expect(log.holds.length).toBeGreaterThanOrEqual(count + count / 3);
+      // Every third message failed its first round: two more holds each; and flow control paused and probed at prefetch 1.
+      expect(log.holds.length).toBeGreaterThanOrEqual(count + (2 * count) / 3);
+      expect(seen.pauses).toBeGreaterThan(0);
+      expect(seen.prefetches).toContain(1);
       expect(findOverlaps(log.holds), describeOverlaps(findOverlaps(log.holds))).toEqual([]);
     });
 
