@@ -59,20 +59,26 @@ function withinLimits(transport: Transport, concurrency: number): number {
 }
 
 /**
- * The delay cap checked against the longest delay the transport holds. Every
- * delay a policy asks for (the delayed backoff's, a `RetryLaterError`'s, a
- * custom policy's) is capped at `maxDelayMs`, so a cap the transport holds
- * means no retry it refuses; a longer one is refused here, when the
- * endpoint is built, not at the first long retry.
+ * A delay the endpoint's options fix (`option`, `delayMs`), checked against
+ * the longest delay the transport holds: refused when the endpoint is
+ * built, not at the first retry that long. Every delay a policy asks for
+ * (the delayed backoff's, a `RetryLaterError`'s, a custom policy's, a
+ * requeue's) is capped at `recoverability.maxDelayMs`, so that cap is
+ * checked; so is the retry budget's `deferMs`, which is not capped.
  */
-function delayCapWithinLimits(transport: Transport, maxDelayMs: number): number {
+function delayWithinLimits(transport: Transport, option: string, delayMs: number): number {
   const max = transport.limits?.maxDelayMs;
-  if (max !== undefined && maxDelayMs > max) {
-    throw new OptionError(
-      `recoverability.maxDelayMs is ${maxDelayMs} ms, but the ${transport.name} transport holds a delay of at most ${max} ms (its limits.maxDelayMs): set recoverability.maxDelayMs to ${max} or less`,
-    );
+  if (max !== undefined && delayMs > max) {
+    throw new OptionError(`${option} is ${delayMs} ms, but the ${transport.name} transport holds a delay of at most ${max} ms (its limits.maxDelayMs): set ${option} to ${max} or less`);
   }
-  return maxDelayMs;
+  return delayMs;
+}
+
+/** Flow control whose retry budget defers no longer than the transport holds. */
+function flowWithinLimits(transport: Transport, flow: FlowConfig): FlowConfig {
+  const deferMs = flow.retryBudget?.deferMs;
+  if (deferMs !== undefined) delayWithinLimits(transport, 'flowControl.retryBudget.deferMs', deferMs);
+  return flow;
 }
 
 /** Validates options, naming the option at fault, and fills in defaults. */
@@ -95,8 +101,8 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     ...recoverability,
-    maxDelayMs: delayCapWithinLimits(transport, recoverability.maxDelayMs),
-    flow: resolveFlowConfig(options.flowControl),
+    maxDelayMs: delayWithinLimits(transport, 'recoverability.maxDelayMs', recoverability.maxDelayMs),
+    flow: flowWithinLimits(transport, resolveFlowConfig(options.flowControl)),
     deduplication: options.deduplication,
     codec: (options.codec ?? jsonCodec) as Codec<T>,
     clock: options.clock ?? systemClock,

@@ -34,7 +34,7 @@ describe('transport limits', () => {
     expect(new Endpoint({ name: 'orders', transport: memory, handler, concurrency: 100_000 }).config.concurrency).toBe(100_000);
   });
 
-  it('refuses a delay cap above the longest delay RabbitMQ holds, when the endpoint is built, naming both numbers and the option', async () => {
+  it('refuses a delay cap or budget deferral above the longest delay RabbitMQ holds, when the endpoint is built, naming both numbers and the option', async () => {
     const transport = new RabbitMqTransport({ url: 'amqp://127.0.0.1:1' });
     const max = transport.limits!.maxDelayMs!;
     expect(max).toBe(2 ** 28 - 1);
@@ -46,6 +46,12 @@ describe('transport limits', () => {
     expect(build(max).config.maxDelayMs).toBe(max);
     // The default cap, 24 h, fits every built-in transport.
     expect(build().config.maxDelayMs).toBe(24 * 3600_000);
+    // The retry budget's deferral is not capped: it is checked too.
+    const budget = (deferMs: number) => new Endpoint({ name: 'orders', transport, handler, flowControl: { retryBudget: { deferMs } } });
+    expect(() => budget(max + 1)).toThrow(
+      `flowControl.retryBudget.deferMs is ${max + 1} ms, but the rabbitmq transport holds a delay of at most ${max} ms (its limits.maxDelayMs): set flowControl.retryBudget.deferMs to ${max} or less`,
+    );
+    expect(budget(max).config.flow.retryBudget?.deferMs).toBe(max);
     await transport.close();
   });
 
