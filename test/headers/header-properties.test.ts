@@ -3,8 +3,9 @@
  * (any value fast-check makes, and the hostile ones), its failure summary
  * is made without throwing and within its bounds; and a retry or
  * error-queue copy built from random user headers and a random failure
- * history fits the header budget of every transport that declares one,
- * keeping redeliver's retry state.
+ * history fits the header budget of every transport that declares one
+ * (JetStream), and RabbitMQ's own header tables, keeping redeliver's retry
+ * state.
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import type { Headers, Transport } from '../../src/transport/types.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
+import { decodeHeaders, encodeHeaders, HEADER_LIMITS, headerEntryBytes } from '../../src/transports/rabbitmq/wire-headers.js';
 import { HOSTILE_VALUES } from '../support/hostile-values.js';
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -104,6 +106,10 @@ const state: fc.Arbitrary<RetryState> = fc.record({
 /** The retry state a copy's headers carry, the history aside (a budget may drop its oldest entries). */
 const counters = (s: RetryState) => ({ attempts: s.attempts, delayedAttempts: s.delayedAttempts, lastDelayMs: s.lastDelayMs, delayedElapsedMs: s.delayedElapsedMs, deadlineAt: s.deadlineAt });
 
+/** An error-queue copy of a message with `user` headers and retry state `written`, after a handler threw `make()`. */
+const deadLetterCopy = (user: Headers, written: RetryState, make: () => unknown, reason: string) =>
+  deadLetterHeaders(user, { reason, error: summarizeError(make()), at: new Date(0), queue: 'orders', endpoint: 'orders', host: 'host', immediateAttempts: 1, state: written });
+
 describe('copies fit the header budget', () => {
   const transports = transportsForLimits();
   const budgeted = transports.filter((t) => t.limits?.maxHeaderBytes !== undefined && t.limits.headerBytes !== undefined);
@@ -151,16 +157,7 @@ describe('copies fit the header budget', () => {
     it(`${transport.name}: an error-queue copy from random user headers, history and thrown value fits its ${max} bytes and keeps the retry state`, () => {
       fc.assert(
         fc.property(userHeaders(max, measure), state, thrown, fc.string({ maxLength: 300 }), (user, written, make, reason) => {
-          const built = deadLetterHeaders(user, {
-            reason,
-            error: summarizeError(make()),
-            at: new Date(0),
-            queue: 'orders',
-            endpoint: 'orders',
-            host: 'host',
-            immediateAttempts: 1,
-            state: written,
-          });
+          const built = deadLetterCopy(user, written, make, reason);
           const fitted = fitHeaders(built, transport.limits!);
           checkFitted(built, fitted, user, written);
           expect(fitted[HEADER.failureReason]).toBe(built[HEADER.failureReason]);
@@ -170,4 +167,50 @@ describe('copies fit the header budget', () => {
       );
     });
   }
+});
+
+/**
+ * User headers a RabbitMQ `send` accepts, from none to its whole user-header
+ * budget (counted as the AMQP table encodes them), each value within its
+ * byte bound.
+ */
+const rabbitUserHeaders: fc.Arbitrary<Headers> = fc
+  .record({
+    char: fc.constantFrom('v', 'é', '错', '😀'),
+    total: fc.oneof(fc.integer({ min: 0, max: HEADER_LIMITS.maxUserBytes }), fc.constant(HEADER_LIMITS.maxUserBytes)),
+  })
+  .map(({ char, total }) => {
+    const headers: Headers = {};
+    let left = total;
+    for (let i = 0; left > headerEntryBytes(`x-app-${i}`, ''); i++) {
+      const name = `x-app-${i}`;
+      const chars = Math.floor(Math.min(HEADER_LIMITS.maxValueBytes, left - headerEntryBytes(name, '')) / Buffer.byteLength(char));
+      headers[name] = char.repeat(chars);
+      left -= headerEntryBytes(name, headers[name]!);
+      if (chars === 0) break;
+    }
+    return headers;
+  });
+
+describe("RabbitMQ's header tables", () => {
+  /** What a consumer reads of a copy the transport publishes with `headers` (lenient: a copy always goes out). */
+  const republished = (headers: Headers) => decodeHeaders(encodeHeaders(headers, 'lenient').table);
+
+  it('a retry or error-queue copy from user headers up to the user budget keeps every user header and the retry state, within 64 KiB', () => {
+    fc.assert(
+      fc.property(rabbitUserHeaders, state, thrown, fc.string({ maxLength: 300 }), (user, written, make, reason) => {
+        expect(() => encodeHeaders(user, 'strict')).not.toThrow();
+        for (const built of [withRetryState(user, written), deadLetterCopy(user, written, make, reason)]) {
+          const { table } = encodeHeaders(built, 'lenient');
+          const tableBytes = Object.entries(table).reduce((n, [k, v]) => n + headerEntryBytes(k, v), 0);
+          expect(tableBytes).toBeLessThanOrEqual(HEADER_LIMITS.maxUserBytes + HEADER_LIMITS.maxOwnBytes);
+          const read = republished(built).headers;
+          expect(counters(readRetryState(read))).toEqual(counters(written));
+          for (const [name, value] of Object.entries(user)) expect(read[name]).toBe(value);
+          if (built[HEADER.failureReason] !== undefined) expect(read[HEADER.failureReason]).toBe(built[HEADER.failureReason]);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
 });
