@@ -1,5 +1,6 @@
 import { readFailureFacts, type FailureFacts } from '../headers/failure.js';
 import { readRetryState, type FailureRecord } from '../headers/retry-state.js';
+import { validationIssueLines } from '../headers/validation-issues.js';
 import { signatureOf, type FailureSignature } from '../operations/signature.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
 import { bodyPreview, type BodyPreview } from '../operations/body-preview.js';
@@ -16,6 +17,8 @@ export interface EntryDetail {
 
   /** Earlier failures, oldest first, from the `redeliver-history` header. */
   readonly history: readonly FailureRecord[];
+  /** Why the body failed its schema, one `path: message` line per issue, from the `redeliver-validation-issues` header; empty without it. */
+  readonly validationIssues: readonly string[];
   /** Every header as `[name, value]`, sorted by name. */
   readonly headers: readonly (readonly [string, string])[];
   readonly body: BodyPreview;
@@ -32,6 +35,7 @@ export function entryDetail(entry: ErrorEntry, previewBytes: number): EntryDetai
     failure: readFailureFacts(h),
 
     history: readRetryState(h).history,
+    validationIssues: validationIssueLines(h),
     headers: Object.keys(h)
       .filter((name) => typeof h[name] === 'string')
       .sort()

@@ -268,6 +268,7 @@ ${PAGE_HELPERS}${charts ? CHARTS_SCRIPT : ''}
       dl,
       el('h3', null, 'Error message'), el('pre', { testid: 'detail-message' }, f.message || '(none)'),
       el('h3', null, 'Stack'), el('pre', { testid: 'detail-stack' }, f.stack || '(none)'),
+      ...(d.validationIssues.length ? [el('h3', null, 'Validation issues'), el('ul', { testid: 'detail-validation-issues' }, ...d.validationIssues.map((line) => el('li', { className: 'mono wrap' }, line)))] : []),
       el('h3', null, 'Attempt history'),
       table([{ label: 'At' }, { label: 'Delayed retry', num: true }, { label: 'Immediate attempt', num: true }, { label: 'Error' }, { label: 'Message' }], history, 'No history recorded.'),
       el('h3', null, 'Body ', el('span', { className: 'muted small', testid: 'body-note' }, bodyNote)),

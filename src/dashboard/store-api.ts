@@ -9,6 +9,7 @@ import type { ErrorStore } from '../error-store/store.js';
 import type { StoredEntry, StoredEntryDetail, StoredGroup } from '../error-store/types.js';
 import { readFailureFacts, type FailureFacts } from '../headers/failure.js';
 import { readRetryState, type FailureRecord } from '../headers/retry-state.js';
+import { validationIssueLines } from '../headers/validation-issues.js';
 import { bodyPreview, type BodyPreview } from '../operations/body-preview.js';
 import { HEADER } from '../headers/names.js';
 import { signatureOf, type FailureSignature } from '../operations/signature.js';
@@ -55,6 +56,8 @@ export interface StoreEntryDetail {
   readonly failure: FailureFacts;
   /** Earlier failures, oldest first, from the `redeliver-history` header. */
   readonly history: readonly FailureRecord[];
+  /** Why the body failed its schema, one `path: message` line per issue, from the `redeliver-validation-issues` header; empty without it. */
+  readonly validationIssues: readonly string[];
   /** What operators did with the entry, and what came of it. */
   readonly store: {
     readonly seq: number;
@@ -285,6 +288,7 @@ export class StoreApi {
       signature: detail.signature,
       failure: readFailureFacts(h),
       history: readRetryState(h).history,
+      validationIssues: validationIssueLines(h),
       store: {
         seq: detail.seq,
         ingestedAt: iso(detail.ingestedAt),

@@ -316,6 +316,7 @@ ${PAGE_HELPERS}${charts ? CHARTS_SCRIPT : ''}
       table([{ label: 'Failed at' }, { label: 'Error' }, { label: 'Message' }, { label: 'Status' }, { label: 'Outcome' }], occurrences, 'Only this one.'),
       el('h3', null, 'Error message'), el('pre', { testid: 'detail-message' }, f.message || '(none)'),
       el('h3', null, 'Stack'), el('pre', { testid: 'detail-stack' }, f.stack || '(none)'),
+      ...(d.validationIssues.length ? [el('h3', null, 'Validation issues'), el('ul', { testid: 'detail-validation-issues' }, ...d.validationIssues.map((line) => el('li', { className: 'mono wrap' }, line)))] : []),
       el('h3', null, 'Attempt history'),
       table([{ label: 'At' }, { label: 'Delayed retry', num: true }, { label: 'Immediate attempt', num: true }, { label: 'Error' }, { label: 'Message' }], attempts, 'No history recorded.'),
       el('h3', null, 'Body ', el('span', { className: 'muted small' }, bodyNote)), el('pre', { testid: 'detail-body' }, bodyText),

@@ -58,6 +58,29 @@ function withinLimits(transport: Transport, concurrency: number): number {
   return concurrency;
 }
 
+/**
+ * A delay the endpoint's options fix (`option`, `delayMs`), checked against
+ * the longest delay the transport holds: refused when the endpoint is
+ * built, not at the first retry that long. Every delay a policy asks for
+ * (the delayed backoff's, a `RetryLaterError`'s, a custom policy's, a
+ * requeue's) is capped at `recoverability.maxDelayMs`, so that cap is
+ * checked; so is the retry budget's `deferMs`, which is not capped.
+ */
+function delayWithinLimits(transport: Transport, option: string, delayMs: number): number {
+  const max = transport.limits?.maxDelayMs;
+  if (max !== undefined && delayMs > max) {
+    throw new OptionError(`${option} is ${delayMs} ms, but the ${transport.name} transport holds a delay of at most ${max} ms (its limits.maxDelayMs): set ${option} to ${max} or less`);
+  }
+  return delayMs;
+}
+
+/** Flow control whose retry budget defers no longer than the transport holds. */
+function flowWithinLimits(transport: Transport, flow: FlowConfig): FlowConfig {
+  const deferMs = flow.retryBudget?.deferMs;
+  if (deferMs !== undefined) delayWithinLimits(transport, 'flowControl.retryBudget.deferMs', deferMs);
+  return flow;
+}
+
 /** Validates options, naming the option at fault, and fills in defaults. */
 export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointConfig<T> {
   if (typeof options !== 'object' || options === null) throw new OptionError('Endpoint options must be an object');
@@ -78,7 +101,8 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     leaseMs: duration('leaseMs', options.leaseMs ?? DEFAULTS.leaseMs, 1),
     settlementRetries: wholeNumber('settlementRetries', options.settlementRetries ?? DEFAULTS.settlementRetries, 0, 1_000),
     ...recoverability,
-    flow: resolveFlowConfig(options.flowControl),
+    maxDelayMs: delayWithinLimits(transport, 'recoverability.maxDelayMs', recoverability.maxDelayMs),
+    flow: flowWithinLimits(transport, resolveFlowConfig(options.flowControl)),
     deduplication: options.deduplication,
     codec: (options.codec ?? jsonCodec) as Codec<T>,
     clock: options.clock ?? systemClock,

@@ -21,6 +21,14 @@ export interface MessageContext {
   readonly attempt: number;
   /** Times the broker has delivered this copy, counting this delivery. */
   readonly deliveryCount: number;
+  /**
+   * The message's deadline: the earlier of the sender's `expiresAt` and the
+   * endpoint's `recoverability.deadlineMs` from the first attempt (fixed on
+   * the first retry copy for later rounds). The handler runs before it;
+   * work that cannot finish by then is worthless. Undefined when the
+   * message has none. A fresh `Date` for each attempt.
+   */
+  readonly deadline: Date | undefined;
   /** Aborts when the endpoint is stopping: finish or give up promptly. */
   readonly signal: AbortSignal;
   /**

@@ -256,7 +256,10 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
    */
   #launch(delivery: Delivery): void {
     this.#running.add(delivery);
-    const run = this.#state === 'running' && !this.#expiredWhileWaiting(delivery) ? this.#process(delivery) : this.#settle(delivery, 'release', () => delivery.release());
+    const run =
+      this.#state === 'running' && !this.#leaseRanOut(delivery, 'while it waited for a slot; releasing it without running the handler')
+        ? this.#process(delivery)
+        : this.#settle(delivery, 'release', () => delivery.release());
     this.#track(
       run.then(
         () => undefined,
@@ -269,10 +272,15 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     );
   }
 
-  /** Whether the delivery's lease ran out (on transports that lease), logged when it did. */
-  #expiredWhileWaiting(delivery: Delivery): boolean {
+  /**
+   * Whether the delivery's lease ran out (on transports that lease; on
+   * RabbitMQ, its channel closed), logged with `what` happened then when it
+   * did: another consumer may be handling the message already, so its
+   * handler must not run again here.
+   */
+  #leaseRanOut(delivery: Delivery, what: string): boolean {
     if (!delivery.leaseExpired?.()) return false;
-    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue }, `redeliver: the lease of message '${delivery.id}' ran out while it waited for a slot; releasing it without running the handler`);
+    this.#logger.warn({ messageId: delivery.id, queue: delivery.queue }, `redeliver: the lease of message '${delivery.id}' ran out ${what}`);
     return true;
   }
 
@@ -426,6 +434,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         delayedAttempt: state.delayedAttempts,
         attempt: attempts,
         deliveryCount: delivery.deliveryCount,
+        deadline: deadlineAt === undefined ? undefined : new Date(deadlineAt),
         signal: this.#stopping.signal,
         requeue: (options = {}) => {
           requeue = requeueOptions(options);
@@ -441,7 +450,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         const failure = this.#failureContext(delivery, error, state, immediateAttempt, attempts, history, deadlineAt);
         if (!this.#unrecoverable(error)) this.#flow.onAttemptFailed();
         const decision = this.#decide(failure);
-        if (decision.kind === 'retry-now' && this.#state === 'running') {
+        if (decision.kind === 'retry-now' && this.#state === 'running' && !this.#leaseRanOut(delivery, 'during its handler; not retrying it at once')) {
           const verdict = this.#flow.immediateRetryVerdict(nextDelayedRetry(this.#retry, failure));
           if (verdict) {
             if (isPastDeadline(deadlineAt, failure.failedAt + verdict.deferMs)) return this.#expire(delivery, failure, dedupToken);
@@ -531,7 +540,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   async #carryOut(delivery: Delivery, failure: FailureContext, decision: Decision): Promise<void> {
     switch (decision.kind) {
       case 'retry-now':
-        // Only reached while stopping: hand the message back for another consumer.
+        // Only reached while stopping, or when the lease ran out: hand the message back for another consumer.
         await this.#settle(delivery, 'release', () => delivery.release());
         return;
       case 'retry-later': {

@@ -30,7 +30,12 @@ export interface RecoverabilityOptions {
   delayedRetries?: number;
   /** The delay before each delayed retry. Default `linear(10_000)`: 10, 20, 30 s (NServiceBus). */
   delayedBackoff?: Backoff;
-  /** No delay between two delayed retries exceeds this. Default 24 h (NServiceBus); at most 2^31-1 ms. */
+  /**
+   * No delay between two delayed retries exceeds this. Default 24 h
+   * (NServiceBus); at most 2^31-1 ms, and at most the transport's
+   * `limits.maxDelayMs` (RabbitMQ: 2^28-1 ms, about 74 h), checked when the
+   * endpoint is built.
+   */
   maxDelayMs?: number;
   /** Where messages go when retries are spent or they are unrecoverable. Default `error`. */
   errorQueue?: string;

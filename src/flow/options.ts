@@ -40,7 +40,11 @@ export interface RetryBudgetOptions {
   floorPerSecond?: number;
   /** The most tokens saved up. Default 10. */
   capacity?: number;
-  /** Delay of a retry the budget defers. Default: the next delayed-retry delay, or 1 000 ms when none is left. */
+  /**
+   * Delay of a retry the budget defers; at most the transport's
+   * `limits.maxDelayMs`, checked when the endpoint is built. Default: the
+   * next delayed-retry delay, or 1 000 ms when none is left.
+   */
   deferMs?: number;
 }
 

@@ -97,9 +97,10 @@ export interface Delivery {
   extendLease?(ms: number): Promise<void>;
   /**
    * Where the transport leases deliveries: whether the lease has run out by
-   * this side's reckoning (another consumer may have the message now). An
-   * endpoint checks it before running the handler, and releases a delivery
-   * whose lease ran out while it waited instead. Absent on transports
+   * this side's reckoning (another consumer may have the message now; on
+   * RabbitMQ, the channel it arrived on closed). An endpoint checks it
+   * before running the handler and before each immediate retry, and
+   * releases a delivery whose lease ran out instead. Absent on transports
    * without leases.
    */
   leaseExpired?(): boolean;

@@ -13,4 +13,5 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describeTransportConformance({
   name: 'sqlite',
   create: async () => new SqliteTransport({ path: join(dir, `store-${++files}.db`) }),
+  noConnection: 'a local file has no connection to cut',
 });

@@ -8,6 +8,7 @@ import { Producer } from '../../src/producer/producer.js';
 import type { Delivery, Subscription, Transport } from '../../src/transport/types.js';
 import { describeDeadlineConformance } from './deadline-cases.js';
 import { describeHostileFailureConformance } from './hostile-cases.js';
+import { describeOneHolderConformance } from './holder-cases.js';
 
 export interface ConformanceTarget {
   /** Shown in the test names. */
@@ -16,6 +17,26 @@ export interface ConformanceTarget {
   create(): Promise<Transport>;
   /** When set, the suite is skipped with this reason (a broker that is not running on a laptop). */
   readonly skip?: string | undefined;
+  /**
+   * Where the transport holds a connection: a fresh transport whose
+   * connection the test can cut (through `test/support/tcp-proxy.ts`), for
+   * the cases that need a reconnect. Absent: those cases are skipped, with
+   * `noConnection` as the reason.
+   */
+  createCuttable?(): Promise<CuttableTransport>;
+  /** Why the target has no {@link createCuttable}, shown in the skipped test's name (an in-process transport has no connection). */
+  readonly noConnection?: string;
+}
+
+/** A transport whose connection a test can cut, from {@link ConformanceTarget.createCuttable}. */
+export interface CuttableTransport {
+  readonly transport: Transport;
+  /** Closes the transport's connections at once, as a failing network would, and says how many; the transport reconnects. */
+  cut(): number;
+  /** Whether a cut ends the leases of the deliveries held then, so that another consumer may have them at once (RabbitMQ: the connection is the lease). */
+  readonly cutEndsLeases: boolean;
+  /** Frees what cutting needs (the proxy); called after the transport is closed. */
+  dispose(): Promise<void>;
 }
 
 const text = (s: string) => new TextEncoder().encode(s);
@@ -333,4 +354,5 @@ export function describeTransportConformance(target: ConformanceTarget): void {
   });
   describeDeadlineConformance(target);
   describeHostileFailureConformance(target);
+  describeOneHolderConformance(target);
 }

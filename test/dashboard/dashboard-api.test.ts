@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { DashboardOptionError } from '../../src/dashboard/options.js';
 import { HEADER } from '../../src/headers/names.js';
+import { validationIssuesHeader } from '../../src/headers/validation-issues.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { bearer, csrfOf, deadLetterAll, operatorRequest, postHeaders, request as rawRequest, signIn, waitFor, wrongToken, type TestMessage } from './support.js';
 
@@ -98,6 +99,34 @@ describe('dashboard JSON API', () => {
     expect((await request(`${url}api/entries/error/no-such-key`)).status).toBe(404);
     expect((await request(`${url}api/entries/orders/${key}`)).status).toBe(400);
     expect((await request(`${url}api/entries?errorQueue=error&limit=x`)).status).toBe(400);
+  });
+
+  it("shows an entry's validation issues, one path: message line each, as text", async () => {
+    const url = await start([]);
+    const hostile = '<img src=x onerror=window.__xss=1>';
+    const issues = [
+      { path: ['items', 0, 'sku'], message: 'Expected string, received number' },
+      { path: [], message: hostile },
+      ...Array.from({ length: 21 }, (_, i) => ({ path: [`f${i}`], message: 'required' })),
+    ];
+    await transport.send('error', {
+      id: 'invalid-1',
+      body: new TextEncoder().encode('{"items":[{"sku":1}]}'),
+      headers: { [HEADER.failureReason]: 'validation', [HEADER.failureErrorName]: 'ValidationError', [HEADER.validationIssues]: validationIssuesHeader(issues) },
+    });
+    await transport.send('error', { id: 'valid-1', body: new TextEncoder().encode('{}'), headers: { [HEADER.failureReason]: 'retries-exhausted' } });
+    const entries = (await request(`${url}api/entries?errorQueue=error&limit=10`)).json().entries as { key: string; messageId: string }[];
+    const detailOf = async (id: string) => (await request(`${url}api/entries/error/${encodeURIComponent(entries.find((e) => e.messageId === id)!.key)}`)).json();
+    const lines = (await detailOf('invalid-1')).validationIssues as string[];
+    expect(lines.slice(0, 3)).toEqual(['items[0].sku: Expected string, received number', `(body): ${hostile}`, 'f0: required']);
+    // 20 issues are kept in the header; the other 3 are counted.
+    expect(lines).toHaveLength(21);
+    expect(lines.at(-1)).toBe('and 3 more issues not recorded');
+    expect((await detailOf('valid-1')).validationIssues).toEqual([]);
+    // The page renders each line as a text node: no markup is ever assigned.
+    const html = (await request(url)).text;
+    expect(html).toContain("el('ul', { testid: 'detail-validation-issues' }");
+    expect(html).not.toMatch(/innerHTML|insertAdjacentHTML|outerHTML/);
   });
 
   it('shows a binary body as hex and cuts a long body, saying so', async () => {

@@ -13,6 +13,8 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import type { Endpoint } from '../../src/endpoint/endpoint.js';
+import { HEADER } from '../../src/headers/names.js';
+import { validationIssuesHeader } from '../../src/headers/validation-issues.js';
 import type { Transport } from '../../src/transport/types.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { failingEndpoint, sendAll, sqliteWithErrorQueue, Switch, waitFor, type TestMessage } from './support.js';
@@ -165,6 +167,39 @@ describe.skipIf(!haveChromium && !CI)('dashboard in a browser', () => {
     await page.waitForTimeout(300);
     expect(await page.evaluate(() => (globalThis as { __xss?: unknown }).__xss)).toBeUndefined();
     expect(await page.locator('main img, main script, main svg').count()).toBe(0);
+    expect(cspViolations).toEqual([]);
+    await page.close();
+  }, 60_000);
+
+  it("shows a message's validation issues as path: message lines of text, running none of them", async () => {
+    transport = new MemoryTransport();
+    await transport.send('error', {
+      id: 'invalid-order',
+      body: new TextEncoder().encode('{"lines":[{"qty":0}]}'),
+      headers: {
+        [HEADER.failureReason]: 'validation',
+        [HEADER.failureErrorName]: 'ValidationError',
+        [HEADER.failureMessage]: 'the body failed its schema',
+        [HEADER.validationIssues]: validationIssuesHeader([
+          { path: ['lines', 0, 'qty'], message: 'Too small: expected number to be >0' },
+          { path: [XSS_IMG], message: XSS_SCRIPT },
+        ]),
+      },
+    });
+    dashboard = await createDashboard({ transport });
+    const page = await open();
+    const group = page.locator('[data-testid="group-row"]');
+    await expect.poll(() => group.count(), { timeout: 10_000 }).toBe(1);
+    await group.click();
+    const row = page.locator('[data-testid="message-row"]');
+    await expect.poll(() => row.count()).toBe(1);
+    await row.locator('[data-testid="view-message"]').click();
+    const lines = page.locator('[data-testid="detail-validation-issues"] li');
+    await expect.poll(() => lines.count(), { timeout: 10_000 }).toBe(2);
+    expect(await lines.allTextContents()).toEqual(['lines[0].qty: Too small: expected number to be >0', `[${JSON.stringify(XSS_IMG)}]: ${XSS_SCRIPT}`]);
+    await page.waitForTimeout(300);
+    expect(await page.evaluate(() => (globalThis as { __xss?: unknown }).__xss)).toBeUndefined();
+    expect(await page.locator('main img, main script').count()).toBe(0);
     expect(cspViolations).toEqual([]);
     await page.close();
   }, 60_000);

@@ -11,6 +11,8 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createDashboard, DashboardOptionError, type Dashboard } from '../../src/dashboard/index.js';
 import { ErrorStore } from '../../src/error-store/store.js';
 import type { IngestEntry } from '../../src/error-store/types.js';
+import { HEADER } from '../../src/headers/names.js';
+import { validationIssuesHeader } from '../../src/headers/validation-issues.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { deadLetter, failureHeaders, scratchDir } from '../error-store/support.js';
@@ -116,6 +118,15 @@ describe('dashboard in store mode', () => {
     expect(body.body.text).toBe('{"id":"stock-2"}');
     expect(body.failure.message).toBe('no stock for sku 2');
     expect((await get('api/entries/no-such-key')).status).toBe(404);
+  });
+
+  it("shows an entry's validation issues, one path: message line each, and none for an entry without them", async () => {
+    const issues = [{ path: ['lines', 0, 'qty'], message: 'Too small: expected number to be >0' }, { path: [], message: '<b>not bold</b>' }];
+    const invalid = entry('invalid-1', { errorName: 'ValidationError', message: 'the body failed its schema' });
+    await store.ingest([{ ...invalid, headers: { ...invalid.headers, [HEADER.validationIssues]: validationIssuesHeader(issues) } }]);
+    const keyOf = (id: string) => encodeURIComponent(store.search({ text: id }).entries[0]!.key);
+    expect((await get(`api/entries/${keyOf('invalid-1')}`)).body.validationIssues).toEqual(['lines[0].qty: Too small: expected number to be >0', '(body): <b>not bold</b>']);
+    expect((await get(`api/entries/${keyOf('stock-1')}`)).body.validationIssues).toEqual([]);
   });
 
   it('charts failures per minute per group over the last hour and day', async () => {

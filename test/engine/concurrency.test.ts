@@ -120,7 +120,7 @@ describe('the endpoint enforces its concurrency', () => {
   });
 });
 
-describe('a delivery whose lease ran out while it waited', () => {
+describe('a delivery whose lease ran out', () => {
   it('is released, not run, when its slot comes', async () => {
     const { clock, transport, gate, endpoint } = await startGated(1);
     const a = transport.push('a');
@@ -133,6 +133,32 @@ describe('a delivery whose lease ran out while it waited', () => {
     expect([a.settledWith, b.settledWith]).toEqual(['ack', 'release']);
     expect(gate.started).toEqual(['a']);
     expect(endpoint.stats).toMatchObject({ handled: 1, inFlight: 0 });
+    await endpoint.stop();
+  });
+
+  it('during a failed attempt is released, not retried at once: another consumer may have it', async () => {
+    const clock = new FakeClock(0);
+    const transport = new PushTransport();
+    let calls = 0;
+    let x: ReturnType<PushTransport['push']> | undefined;
+    const endpoint = new Endpoint({
+      name: 'push',
+      transport,
+      clock,
+      recoverability: { immediateRetries: 3 },
+      handler: async () => {
+        calls++;
+        await Promise.resolve(); // the delivery is pushed once this handler is under way
+        x!.expireLease();
+        throw new Error('failed while its connection was lost');
+      },
+    });
+    await endpoint.start();
+    x = transport.push('x');
+    await clock.advance(0);
+    expect(calls).toBe(1);
+    expect(x.settledWith).toBe('release');
+    expect(endpoint.stats).toMatchObject({ immediateRetries: 0, deadLettered: 0, inFlight: 0 });
     await endpoint.stop();
   });
 

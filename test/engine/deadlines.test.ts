@@ -34,6 +34,33 @@ async function harness(options: Omit<Parameters<typeof startEndpoint>[1], 'handl
 }
 
 describe('deadlines on an endpoint', () => {
+  it('ctx.deadline shows the deadline to the handler: the sender\'s, the endpoint\'s from the first attempt, the one fixed in a retry copy, none without', async () => {
+    const seen: { id: string; attempt: number; deadline: Date | undefined }[] = [];
+    const h = await harness({
+      recoverability: { deadlineMs: 60 * S, immediateRetries: 1, delayedRetries: 1, delayedBackoff: constant(5 * S) },
+      handler: (_message, ctx) => {
+        seen.push({ id: ctx.messageId, attempt: ctx.attempt, deadline: ctx.deadline });
+        if (ctx.messageId === 'retried' && ctx.attempt < 3) throw new Error('down');
+      },
+    });
+    const start = h.clock.now();
+    const producer = new Producer({ transport: h.transport, clock: h.clock });
+    await producer.send('orders', {}, { id: 'sender', expiresAt: new Date(start + 10 * S) });
+    await producer.send('orders', {}, { id: 'retried' });
+    await h.until(2);
+    const of = (id: string) => seen.filter((s) => s.id === id).map((s) => [s.attempt, s.deadline?.getTime()]);
+    expect(of('sender')).toEqual([[1, start + 10 * S]]);
+    // Fixed at the first attempt, kept by the immediate retry and by the delayed round 5 s later.
+    expect(of('retried')).toEqual([[1, start + 60 * S], [2, start + 60 * S], [3, start + 60 * S]]);
+    await h.close();
+
+    const none = await harness({ handler: (_message, ctx) => void seen.push({ id: 'none', attempt: ctx.attempt, deadline: ctx.deadline }) });
+    await sendJson(none.transport, 'orders', 'none', {});
+    await none.until(1);
+    expect(seen.at(-1)).toEqual({ id: 'none', attempt: 1, deadline: undefined });
+    await none.close();
+  });
+
   it('a message sent already expired goes to the error queue, reason expired, and its handler never runs', async () => {
     const h = await harness({});
     const producer = new Producer({ transport: h.transport, clock: h.clock });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LIMITS } from '../../src/headers/names.js';
-import { validationIssuesHeader } from '../../src/headers/validation-issues.js';
+import { HEADER, LIMITS } from '../../src/headers/names.js';
+import { validationIssueLines, validationIssuesHeader } from '../../src/headers/validation-issues.js';
 import { formatPath, ValidationError, type ValidationIssue } from '../../src/schema/validate.js';
 
 const parse = (json: string) => JSON.parse(json) as { issues: ValidationIssue[]; dropped: number };
@@ -63,5 +63,28 @@ describe('ValidationError', () => {
     expect(formatPath(['customer', 'address', 'zip'])).toBe('customer.address.zip');
     expect(formatPath([0, 'sku'])).toBe('[0].sku');
     expect(formatPath(['headers', 'content-type'])).toBe('headers["content-type"]');
+  });
+});
+
+describe('the validation-issues header read for people', () => {
+  const lines = (value: string) => validationIssueLines({ [HEADER.validationIssues]: value });
+
+  it('gives one path: message line per issue, and counts those left out', () => {
+    const header = validationIssuesHeader([{ path: ['a', 0, 'b c'], message: 'bad' }, { path: [], message: 'worse' }]);
+    expect(lines(header)).toEqual(['a[0]["b c"]: bad', '(body): worse']);
+    expect(lines(JSON.stringify({ issues: [{ path: ['x'], message: 'm' }], dropped: 1 }))).toEqual(['x: m', 'and 1 more issue not recorded']);
+  });
+
+  it('gives no lines without the header', () => {
+    expect(validationIssueLines({ other: 'x' })).toEqual([]);
+  });
+
+  it('reads a header that is not its JSON, or holds odd issues, without throwing, each line bounded', () => {
+    expect(lines('not json')).toEqual(['(unreadable: not json)']);
+    expect(lines('{"issues":3}')).toEqual(['(unreadable: {"issues":3})']);
+    expect(lines(JSON.stringify({ issues: [null, { path: [{}], message: 7 }], dropped: -4 }))).toEqual(['(unknown path): (no message)', '(unknown path): (no message)']);
+    const long = lines(JSON.stringify({ issues: [{ path: ['p'.repeat(1_000)], message: 'm'.repeat(5_000) }], dropped: 0 }));
+    expect(long[0]!.length).toBeLessThanOrEqual(200 + 2 + LIMITS.validationIssueMessageChars);
+    expect(lines(JSON.stringify({ issues: Array.from({ length: 50 }, () => ({ path: [], message: 'm' })), dropped: 0 }))).toHaveLength(LIMITS.validationIssues + 1);
   });
 });

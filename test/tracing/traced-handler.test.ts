@@ -97,6 +97,7 @@ describe('tracedHandler', () => {
       delayedAttempt: 0,
       attempt: 1,
       deliveryCount: 1,
+      deadline: undefined,
       signal: new AbortController().signal,
       requeue: () => undefined,
       extendLease: async () => undefined,
@@ -118,7 +119,7 @@ describe('tracedHandler', () => {
       throw thrown;
     }, { tracer });
     await expect(
-      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, signal: new AbortController().signal, requeue: () => undefined, extendLease: async () => undefined }),
+      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, deadline: undefined, signal: new AbortController().signal, requeue: () => undefined, extendLease: async () => undefined }),
     ).rejects.toBe(thrown);
     const [span] = exporter.getFinishedSpans();
     expect(span!.status.code).toBe(SpanStatusCode.ERROR);

@@ -83,6 +83,19 @@ export class RabbitMqDelivery implements Delivery {
     return this.#state === 'settled';
   }
 
+  /**
+   * Whether the channel the delivery arrived on has closed (a lost
+   * connection): the broker gave the message back to its queue, another
+   * consumer may have it now, and this delivery can no longer be settled.
+   * The channel is the lease here; an endpoint releases a delivery whose
+   * channel closed while it waited for a slot instead of running its
+   * handler. An orphan (its queue deleted) is never expired: nobody else
+   * can have it.
+   */
+  leaseExpired(): boolean {
+    return this.owner.isStale(this) && !this.owner.isOrphaned(this);
+  }
+
   #claim(): void {
     if (this.#state !== 'open') throw new AlreadySettledError(this.id, this.queue);
     this.#state = 'settling';
