@@ -31,6 +31,13 @@ export interface RabbitClusterOptions {
   readonly namePrefix?: string;
   /** Lines appended to every node's `rabbitmq.conf`. Default none. */
   readonly extraConfig?: readonly string[];
+  /**
+   * Settings of the `rabbit` application that `rabbitmq.conf` cannot set,
+   * written to every node's `advanced.config` as `{rabbit, [{key, value}]}`
+   * (values as Erlang terms, e.g. `{ dead_letter_worker_publisher_confirm_timeout: '2000' }`).
+   * Default none.
+   */
+  readonly rabbitEnv?: Readonly<Record<string, string>>;
   /** Called with progress lines (boot, join, kill). Default silent. */
   readonly log?: (line: string) => void;
 }
@@ -116,7 +123,7 @@ export class RabbitCluster {
     private readonly epmdPort: number,
     private readonly ctlPorts: readonly [number, number],
     slots: NodeSlot[],
-    private readonly options: Required<Pick<RabbitClusterOptions, 'extraConfig' | 'log'>>,
+    private readonly options: Required<Pick<RabbitClusterOptions, 'extraConfig' | 'rabbitEnv' | 'log'>>,
   ) {
     this.slots = slots;
   }
@@ -142,6 +149,7 @@ export class RabbitCluster {
     }));
     const cluster = new RabbitCluster(baseDir, ports[0]!, [ctlMin, ctlMin + 9], slots, {
       extraConfig: options.extraConfig ?? [],
+      rabbitEnv: options.rabbitEnv ?? {},
       log: options.log ?? (() => undefined),
     });
     trackServer(cluster);
@@ -249,6 +257,8 @@ export class RabbitCluster {
       [`listeners.tcp.default = 127.0.0.1:${slot.amqpPort}`, 'loopback_users = none', ...this.options.extraConfig, ''].join('\n'),
     );
     writeFileSync(join(slot.dir, 'enabled_plugins'), '[].\n');
+    const env = Object.entries(this.options.rabbitEnv).map(([key, value]) => `{${key}, ${value}}`);
+    writeFileSync(join(slot.dir, 'advanced.config'), `[{rabbit, [${env.join(', ')}]}].\n`);
     const started = Date.now();
     slot.process = spawn(join(BIN, 'rabbitmq-server'), [], {
       env: {
