@@ -3,17 +3,24 @@
  * (aborted) runs left on the shared brokers; after it, removes the default
  * delay topology the files shared, and names anything else a test left
  * behind (a test that declares topology must delete it). See
- * `support/sweep.ts` for which names are a test's.
+ * `support/sweep.ts` for which names are a test's, and why a broker that
+ * other clients are using is left alone.
  */
-import { describeSweep, sweepSharedBrokers } from './support/sweep.js';
+import { describeSweep, sweepSharedBrokers, testStreamsCreatedSince } from './support/sweep.js';
 
 export async function setup(): Promise<() => Promise<void>> {
-  const before = describeSweep(await sweepSharedBrokers());
-  if (before.length > 0) console.info(`Removed what earlier test runs left on the shared brokers:\n  ${before.join('\n  ')}`);
+  const startedAt = Date.now();
+  const before = await sweepSharedBrokers();
+  const removed = describeSweep(before);
+  if (removed.length > 0) console.info(`Removed what earlier test runs left on the shared brokers:\n  ${removed.join('\n  ')}`);
+  if (before.skipped.length > 0) console.info(`Not swept before the run: ${before.skipped.join(', ')}`);
   return async () => {
     const after = await sweepSharedBrokers();
     const leaks = describeSweep(after, true);
-    if (leaks.length > 0) console.warn(`\n!!! Tests left these on the shared brokers (removed now; the test that made them must delete them): !!!\n  ${leaks.join('\n  ')}\n`);
-    if (after.skipped.length > 0) console.info(`Not swept (not reachable): ${after.skipped.join(', ')}`);
+    // Streams are only swept once stale: name the ones this run made and left.
+    const streams = await testStreamsCreatedSince(startedAt);
+    if (streams.length > 0) leaks.push(`JetStream streams (not removed): ${streams.join(', ')}`);
+    if (leaks.length > 0) console.warn(`\n!!! Tests left these on the shared brokers (the test that made them must delete them): !!!\n  ${leaks.join('\n  ')}\n`);
+    if (after.skipped.length > 0) console.info(`Not swept after the run: ${after.skipped.join(', ')}`);
   };
 }

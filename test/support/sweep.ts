@@ -5,13 +5,16 @@
  * shared broker carries a run token: 8 hex digits of a random UUID
  * (`rmq-test-dup-1a2b3c4d`, `{test-cli-1a2b3c4d}:…`, `test-jt-1a2b3c4d_…`),
  * or is the demo's fixed `redeliver-demo` prefix. RabbitMQ transports
- * opened without a `topologyPrefix` share the default delay topology
- * (`redeliver.delay…`), which the files declare once per run instead of once
- * each. {@link sweepSharedBrokers} removes all of these; nothing else on the
- * brokers is touched, and a RabbitMQ queue with a consumer (a run in
- * progress) is left alone.
+ * opened without a `topologyPrefix` (and the CLI) share the default delay
+ * topology (`redeliver.delay…`), which the files declare once per run
+ * instead of once each. {@link sweepSharedBrokers} removes these, and
+ * nothing else.
  *
- * Brokers that do not answer are skipped: the sweep never fails a run.
+ * Other worktrees may run tests against the same brokers at the same time,
+ * so nothing in use is removed: RabbitMQ and Redis are swept only when no
+ * other client is connected to them, and a JetStream stream only once it
+ * has been idle for {@link STALE_MS}. A broker that does not answer is
+ * skipped: the sweep never fails a run.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -47,7 +50,10 @@ export function isDefaultTopology(name: string): boolean {
   return name.startsWith(`${DEFAULT_TOPOLOGY_PREFIX}.delay`) || name.startsWith(`${DEFAULT_TOPOLOGY_PREFIX}.error-queue.`);
 }
 
-/** What a sweep found (and removed) on each broker; `skipped` names the brokers it could not reach. */
+/** How long a JetStream stream must have been idle (no message, no creation) to be swept. */
+export const STALE_MS = 10 * 60_000;
+
+/** What a sweep found (and removed) on each broker; `skipped` says which brokers it left alone, and why. */
 export interface SweepReport {
   readonly queues: string[];
   readonly exchanges: string[];
@@ -57,26 +63,23 @@ export interface SweepReport {
   readonly skipped: string[];
 }
 
+/** Thrown (and reported as skipped) when a broker has other clients connected. */
+class InUse extends Error {}
+
 /** Removes the test names on the shared brokers (see the module comment); resolves what was removed. */
 export async function sweepSharedBrokers(): Promise<SweepReport> {
   const skipped: string[] = [];
-  const rabbit = await sweepRabbit().catch(() => {
-    skipped.push('RabbitMQ');
-    return { queues: [], exchanges: [] };
-  });
-  const redis = await sweepRedis().catch(() => {
-    skipped.push('Redis');
-    return { keys: 0, prefixes: [] };
-  });
-  const streams = await sweepJetStream().catch(() => {
-    skipped.push('NATS');
-    return [];
-  });
+  const skip = (broker: string) => (error: unknown) => {
+    skipped.push(error instanceof InUse ? `${broker} (${error.message})` : `${broker} (not reachable)`);
+  };
+  const rabbit = (await sweepRabbit().catch(skip('RabbitMQ'))) ?? { queues: [], exchanges: [] };
+  const redis = (await sweepRedis().catch(skip('Redis'))) ?? { keys: 0, prefixes: [] };
+  const streams = (await sweepJetStream().catch(skip('NATS'))) ?? [];
   return { ...rabbit, redisKeys: redis.keys, redisPrefixes: redis.prefixes, streams, skipped };
 }
 
 /** The lines of `rabbitmqctl -q list_<what> <columns> --no-table-headers`, split on tabs. */
-async function rabbitRows(what: 'queues' | 'exchanges', ...columns: string[]): Promise<string[][]> {
+async function rabbitRows(what: 'queues' | 'exchanges' | 'connections', ...columns: string[]): Promise<string[][]> {
   const { stdout } = await promisify(execFile)('rabbitmqctl', ['-q', `list_${what}`, ...columns, '--no-table-headers'], { timeout: 60_000 });
   return stdout
     .split('\n')
@@ -85,6 +88,8 @@ async function rabbitRows(what: 'queues' | 'exchanges', ...columns: string[]): P
 }
 
 async function sweepRabbit(): Promise<{ queues: string[]; exchanges: string[] }> {
+  const connections = (await rabbitRows('connections', 'pid')).length;
+  if (connections > 0) throw new InUse(`${connections} client connection(s) open`);
   const queues = (await rabbitRows('queues', 'name', 'consumers')).filter(([name, consumers]) => isTestRabbitName(name!) && consumers === '0').map(([name]) => name!);
   const exchanges = (await rabbitRows('exchanges', 'name')).map(([name]) => name!).filter(isTestRabbitName);
   if (queues.length === 0 && exchanges.length === 0) return { queues, exchanges };
@@ -112,6 +117,8 @@ async function sweepRedis(): Promise<{ keys: number; prefixes: string[] }> {
   client.on('error', () => undefined);
   await client.connect();
   try {
+    const others = (String(await client.call('CLIENT', 'LIST')).match(/^id=/gm) ?? []).length - 1;
+    if (others > 0) throw new InUse(`${others} other client(s) connected`);
     let keys = 0;
     const prefixes = new Set<string>();
     let cursor = '0';
@@ -135,7 +142,11 @@ async function sweepJetStream(): Promise<string[]> {
   try {
     const jsm = await jetstreamManager(nc, { timeout: 5_000 });
     const doomed: string[] = [];
-    for await (const name of jsm.streams.names()) if (isTestStream(name)) doomed.push(name);
+    for await (const info of jsm.streams.list()) {
+      if (!isTestStream(info.config.name)) continue;
+      const lastActive = Math.max(Date.parse(info.created), info.state.messages > 0 ? Date.parse(info.state.last_ts) : 0);
+      if (Date.now() - lastActive >= STALE_MS) doomed.push(info.config.name);
+    }
     for (const name of doomed) await jsm.streams.delete(name).catch(() => undefined);
     return doomed;
   } finally {
@@ -158,4 +169,23 @@ export function describeSweep(report: SweepReport, leaksOnly = false): string[] 
   if (report.redisKeys > 0) lines.push(`Redis: ${report.redisKeys} keys of ${some(report.redisPrefixes)}`);
   if (report.streams.length > 0) lines.push(`JetStream streams: ${some(report.streams)}`);
   return lines;
+}
+
+/** The test streams on the shared NATS server created at or after `since` (epoch ms); empty when it does not answer. */
+export async function testStreamsCreatedSince(since: number): Promise<string[]> {
+  const { connect } = await import('@nats-io/transport-node');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  try {
+    const nc = await connect({ servers: NATS_URL, timeout: 2_000, reconnect: false, name: 'redeliver-test-sweep' });
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 5_000 });
+      const found: string[] = [];
+      for await (const info of jsm.streams.list()) if (isTestStream(info.config.name) && Date.parse(info.created) >= since) found.push(info.config.name);
+      return found;
+    } finally {
+      await nc.close();
+    }
+  } catch {
+    return [];
+  }
 }
