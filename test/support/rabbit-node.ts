@@ -285,10 +285,20 @@ export class RabbitCluster {
     this.options.log(`${slot.name} up on ${slot.amqpPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
 
-  /** Raises (`true`) or clears (`false`) a memory alarm on node `index` of this cluster, which blocks publishers on every node. */
+  /**
+   * Raises (`true`) or clears (`false`) a memory alarm on node `index` of
+   * this cluster, which blocks publishers on every node. Resolves once the
+   * node lists the alarm as raised (or no longer lists it): setting the
+   * watermark only asks the memory monitor, which raises the alarm a moment
+   * later, later still on a loaded machine.
+   */
   async memoryAlarm(on: boolean, index = 1): Promise<void> {
     this.options.log(`memory alarm ${on ? 'on' : 'off'} on ${this.slot(index).name}`);
     await this.ctl(index, 'set_vm_memory_high_watermark', on ? '0.0000001' : '0.4');
+    await until(`the memory alarm to be ${on ? 'raised' : 'cleared'} on ${this.slot(index).name}`, 60_000, async () => {
+      const alarms = await this.ctl(index, 'eval', 'rabbit_alarm:get_alarms().');
+      return /resource_limit,\s*memory/.test(alarms) === on;
+    }, 200);
   }
 
   /** The indexes of nodes accepting AMQP connections now. */
