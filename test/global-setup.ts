@@ -20,7 +20,8 @@ export async function setup(): Promise<() => Promise<void>> {
     // Streams are only swept once stale: name the ones this run made and left.
     const streams = await testStreamsCreatedSince(startedAt);
     if (streams.length > 0) leaks.push(`JetStream streams (not removed): ${streams.join(', ')}`);
-    if (leaks.length > 0) console.warn(`\n!!! Tests left these on the shared brokers (the test that made them must delete them): !!!\n  ${leaks.join('\n  ')}\n`);
+    // Another worktree's run on the same brokers can have left some of these too.
+    if (leaks.length > 0) console.warn(`\n!!! Left on the shared brokers after the run (the test that made them must delete them): !!!\n  ${leaks.join('\n  ')}\n`);
     if (after.skipped.length > 0) console.info(`Not swept after the run: ${after.skipped.join(', ')}`);
   };
 }
