@@ -10,9 +10,11 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEMO_NATS_PREFIX } from '../../src/cli/demo.js';
-import { natsSkipReason, redisSkipReason } from '../support/brokers.js';
+import { DEMO_NATS_PREFIX, DEMO_REDIS_PREFIX } from '../../src/cli/demo.js';
+import { Redis } from 'ioredis';
+import { natsSkipReason, REDIS_URL, redisSkipReason } from '../support/brokers.js';
 import { deleteJetStreamPrefix } from '../support/jetstream-scratch.js';
+import { deletePrefix } from '../support/redis-scratch.js';
 import { cli, sqlite, tempFolder } from './support.js';
 
 const redisSkip = await redisSkipReason();
@@ -90,28 +92,34 @@ describe('redeliver demo', () => {
   });
 
   it.skipIf(Boolean(redisSkip))('runs on Redis with --transport redis, under its own key prefix, and names the commands that reach it', async () => {
-    const cwd = folder.path('redis');
-    mkdirSync(cwd);
-    const run = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
-    expect(run.stderr).toBe('');
-    expect(run.status).toBe(0);
-    expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on Redis at redis:\/\/127\.0\.0\.1:6379, key prefix redeliver-demo/);
-    expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
-    const [list, show] = nextLines(run.stdout);
-    expect(list).toBe('REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors list redis://127.0.0.1:6379');
-    const key = /^REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors show redis:\/\/127\.0\.0\.1:6379 (\d+-\d+)$/.exec(show!)?.[1];
-    expect(key).toBeDefined();
-    const shown = await cli(['errors', 'show', 'redis://127.0.0.1:6379', key!], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
-    expect(shown.code).toBe(0);
-    expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+    try {
+      const cwd = folder.path('redis');
+      mkdirSync(cwd);
+      const run = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on Redis at redis:\/\/127\.0\.0\.1:6379, key prefix redeliver-demo/);
+      expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
+      const [list, show] = nextLines(run.stdout);
+      expect(list).toBe('REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors list redis://127.0.0.1:6379');
+      const key = /^REDELIVER_REDIS_PREFIX=redeliver-demo npx redeliver errors show redis:\/\/127\.0\.0\.1:6379 (\d+-\d+)$/.exec(show!)?.[1];
+      expect(key).toBeDefined();
+      const shown = await cli(['errors', 'show', 'redis://127.0.0.1:6379', key!], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/message id\s+order-17\n/);
 
-    const again = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
-    expect(again.status).toBe(0);
-    expect(again.stdout).toContain('(replaced the Redis at redis://127.0.0.1:6379, key prefix redeliver-demo of an earlier run)');
-    const listed = await cli(['errors', 'list', 'redis://127.0.0.1:6379', '--json'], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
-    expect(listed.code).toBe(0);
-    expect(listed.stdout).toContain('"errorName": "DeserializationError"');
-    expect(listed.stdout).toContain('"errorName": "ValidationError"');
+      const again = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('(replaced the Redis at redis://127.0.0.1:6379, key prefix redeliver-demo of an earlier run)');
+      const listed = await cli(['errors', 'list', 'redis://127.0.0.1:6379', '--json'], { env: { REDELIVER_REDIS_PREFIX: 'redeliver-demo' } });
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toContain('"errorName": "DeserializationError"');
+      expect(listed.stdout).toContain('"errorName": "ValidationError"');
+    } finally {
+      // The demo's keys on the shared server go with the test.
+      const client = new Redis(REDIS_URL, { connectionName: 'redeliver-test-demo-cleanup' });
+      await deletePrefix(client, DEMO_REDIS_PREFIX).finally(() => client.disconnect());
+    }
   });
 
   it.skipIf(Boolean(natsSkip))('runs on NATS JetStream with --transport jetstream, under its own stream prefix, and names the commands that reach it', async () => {

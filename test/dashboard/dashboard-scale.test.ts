@@ -1,6 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { HEADER } from '../../src/headers/names.js';
+import type { ErrorQueueOperations } from '../../src/transport/error-queue.js';
 import type { Delivery, Transport } from '../../src/transport/types.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { operatorRequest, sqliteWithErrorQueue, waitFor } from './support.js';
@@ -49,6 +50,33 @@ async function fillErrorQueue(transport: Transport, count: number): Promise<void
   await sub.close();
 }
 
+/** Counts the entries `ops` reads from its error queues (scan pages, browse pages, single gets), patching it in place. */
+function countReads(ops: ErrorQueueOperations): { entries: number } {
+  const reads = { entries: 0 };
+  const scan = ops.scan.bind(ops);
+  const browse = ops.browse.bind(ops);
+  const get = ops.get.bind(ops);
+  Object.assign(ops, {
+    scan: async function* (queue: string, options?: Parameters<ErrorQueueOperations['scan']>[1]) {
+      for await (const page of scan(queue, options)) {
+        reads.entries += page.length;
+        yield page;
+      }
+    },
+    browse: async (...args: Parameters<ErrorQueueOperations['browse']>) => {
+      const page = await browse(...args);
+      reads.entries += page.length;
+      return page;
+    },
+    get: async (...args: Parameters<ErrorQueueOperations['get']>) => {
+      const entry = await get(...args);
+      if (entry) reads.entries++;
+      return entry;
+    },
+  });
+  return reads;
+}
+
 async function timed<T>(run: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const started = performance.now();
   const value = await run();
@@ -76,15 +104,19 @@ describe.each(targets)('dashboard with $name and 10,000 dead letters', ({ create
     await transport?.close();
   });
 
-  it.skipIf(skip)('shows the first page of groups, and of a group, in under a second', async () => {
+  // How fast this is on a given machine is the benchmarks' business; what keeps it fast is asserted here:
+  // one pass over the queue for the groups, and nothing read again for a group's page, the stats, or within the cache window.
+  it.skipIf(skip)('shows the first page of groups from one pass over the queue, and a group and the stats without reading it again', async () => {
     transport = await create();
     await fillErrorQueue(transport, ENTRIES);
     expect(await transport.errorQueue!.count('error')).toBe(ENTRIES);
+    const reads = countReads(transport.errorQueue!);
     dashboard = await createDashboard({ transport });
     const url = dashboard.url;
 
     const page = await timed(() => request(url));
     const groups = await timed(() => request(`${url}api/groups`));
+    expect(reads.entries).toBe(ENTRIES);
     const body = groups.value.json();
     expect(body.total).toBe(SIGNATURES);
     expect(body.queues[0]).toMatchObject({ scanned: ENTRIES, truncated: false });
@@ -94,14 +126,16 @@ describe.each(targets)('dashboard with $name and 10,000 dead letters', ({ create
     expect(entries.value.json().entries).toHaveLength(50);
     const stats = await timed(() => request(`${url}api/stats`));
     expect(stats.value.json().errorQueues[0].count).toBe(ENTRIES);
-
-    const firstPaint = page.ms + groups.ms + stats.ms;
-    console.info(`first page with ${ENTRIES} entries: page ${page.ms.toFixed(0)} ms, groups ${groups.ms.toFixed(0)} ms, stats ${stats.ms.toFixed(0)} ms, group entries ${entries.ms.toFixed(0)} ms`);
-    expect(firstPaint).toBeLessThan(1_000);
-    expect(entries.ms).toBeLessThan(1_000);
+    // A group's first page and the stats come from the groups already read and from counts.
+    expect(reads.entries).toBe(ENTRIES);
 
     // Within the cache window the groups are not read again.
     const cached = await timed(() => request(`${url}api/groups`));
-    expect(cached.ms).toBeLessThan(groups.ms + 50);
+    expect(cached.value.json().total).toBe(SIGNATURES);
+    expect(reads.entries).toBe(ENTRIES);
+    console.info(
+      `first page with ${ENTRIES} entries: page ${page.ms.toFixed(0)} ms, groups ${groups.ms.toFixed(0)} ms, stats ${stats.ms.toFixed(0)} ms, ` +
+        `group entries ${entries.ms.toFixed(0)} ms, groups again ${cached.ms.toFixed(0)} ms`,
+    );
   }, 180_000);
 });

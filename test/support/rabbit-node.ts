@@ -31,6 +31,13 @@ export interface RabbitClusterOptions {
   readonly namePrefix?: string;
   /** Lines appended to every node's `rabbitmq.conf`. Default none. */
   readonly extraConfig?: readonly string[];
+  /**
+   * Settings of the `rabbit` application that `rabbitmq.conf` cannot set,
+   * written to every node's `advanced.config` as `{rabbit, [{key, value}]}`
+   * (values as Erlang terms, e.g. `{ dead_letter_worker_publisher_confirm_timeout: '2000' }`).
+   * Default none.
+   */
+  readonly rabbitEnv?: Readonly<Record<string, string>>;
   /** Called with progress lines (boot, join, kill). Default silent. */
   readonly log?: (line: string) => void;
 }
@@ -116,7 +123,7 @@ export class RabbitCluster {
     private readonly epmdPort: number,
     private readonly ctlPorts: readonly [number, number],
     slots: NodeSlot[],
-    private readonly options: Required<Pick<RabbitClusterOptions, 'extraConfig' | 'log'>>,
+    private readonly options: Required<Pick<RabbitClusterOptions, 'extraConfig' | 'rabbitEnv' | 'log'>>,
   ) {
     this.slots = slots;
   }
@@ -142,6 +149,7 @@ export class RabbitCluster {
     }));
     const cluster = new RabbitCluster(baseDir, ports[0]!, [ctlMin, ctlMin + 9], slots, {
       extraConfig: options.extraConfig ?? [],
+      rabbitEnv: options.rabbitEnv ?? {},
       log: options.log ?? (() => undefined),
     });
     trackServer(cluster);
@@ -272,6 +280,8 @@ export class RabbitCluster {
       [`listeners.tcp.default = 127.0.0.1:${slot.amqpPort}`, 'loopback_users = none', ...this.options.extraConfig, ''].join('\n'),
     );
     writeFileSync(join(slot.dir, 'enabled_plugins'), '[].\n');
+    const env = Object.entries(this.options.rabbitEnv).map(([key, value]) => `{${key}, ${value}}`);
+    writeFileSync(join(slot.dir, 'advanced.config'), `[{rabbit, [${env.join(', ')}]}].\n`);
     const started = Date.now();
     slot.process = spawn(join(BIN, 'rabbitmq-server'), [], {
       env: {
@@ -310,10 +320,20 @@ export class RabbitCluster {
     this.signalSlot(this.slot(index), 'SIGCONT');
   }
 
-  /** Raises (`true`) or clears (`false`) a memory alarm on node `index` of this cluster, which blocks publishers on every node. */
+  /**
+   * Raises (`true`) or clears (`false`) a memory alarm on node `index` of
+   * this cluster, which blocks publishers on every node. Resolves once the
+   * node lists the alarm as raised (or no longer lists it): setting the
+   * watermark only asks the memory monitor, which raises the alarm a moment
+   * later, later still on a loaded machine.
+   */
   async memoryAlarm(on: boolean, index = 1): Promise<void> {
     this.options.log(`memory alarm ${on ? 'on' : 'off'} on ${this.slot(index).name}`);
     await this.ctl(index, 'set_vm_memory_high_watermark', on ? '0.0000001' : '0.4');
+    await until(`the memory alarm to be ${on ? 'raised' : 'cleared'} on ${this.slot(index).name}`, 60_000, async () => {
+      const alarms = await this.ctl(index, 'eval', 'rabbit_alarm:get_alarms().');
+      return /resource_limit,\s*memory/.test(alarms) === on;
+    }, 200);
   }
 
   /** The indexes of nodes accepting AMQP connections now. */

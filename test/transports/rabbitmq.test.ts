@@ -160,11 +160,12 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     await byId.get('five-minutes')!.retryLater(300_000, { round: '2' });
     const scheduledAt = Date.now();
     await byId.get('one-second')!.retryLater(1_000, { round: '2' });
-    await waitFor(() => arrivals.length === 1, 5_000, 'the 1 s retry');
+    await waitFor(() => arrivals.length === 1, 30_000, 'the 1 s retry');
     const took = arrivals[0]!.at - scheduledAt;
+    // Never early, and not held behind the 5 min retry: it comes back first, long before that one is due.
     expect(arrivals[0]!.id).toBe('one-second');
     expect(took).toBeGreaterThanOrEqual(1_000);
-    expect(took).toBeLessThan(1_500);
+    expect(took).toBeLessThan(30_000);
   });
 
   it('loses nothing when the broker closes its connection mid-stream, and reconnects', async () => {
@@ -272,23 +273,35 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
       },
     });
     t.on('duplicateWindow', (w) => windows.push(w));
+    let reconnected = false;
+    t.on('connected', (e) => (reconnected ||= e.reconnect));
     const queue = queueName('dup');
-    const got: Delivery[] = [];
-    await t.consume(queue, (d) => got.push(d), { prefetch: 5 });
+    // Deliveries on the first connection, and on the one after the cut.
+    const before: Delivery[] = [];
+    const after: Delivery[] = [];
+    await t.consume(queue, (d) => (reconnected ? after : before).push(d), { prefetch: 5 });
     await t.send(queue, { id: 'dup-1', body: text('x'), headers: {} });
-    await waitFor(() => got.length === 1, 5_000, 'the first delivery');
-    // The delay outlasts the reconnection, so the copy arrives on the new connection.
-    await expect(got[0]!.retryLater(4_000, { copy: 'retry' })).rejects.toThrow(/exists twice/);
+    await waitFor(() => before.length === 1, 5_000, 'the first delivery');
+    // The delay usually outlasts the cut, so the copy first arrives on the new connection; if the cut
+    // is slower, the copy is delivered on the first connection too and the broker gives it back with the original.
+    await expect(before[0]!.retryLater(4_000, { copy: 'retry' })).rejects.toThrow(/exists twice/);
     expect(t.stats.duplicateWindow).toBe(1);
     expect(windows).toEqual([{ id: 'dup-1', queue, kind: 'retry' }]);
-    await waitFor(() => got.length >= 3, 20_000, 'the redelivered original and the retry copy');
+    await waitFor(() => after.length >= 2, 30_000, 'the redelivered original and the retry copy');
     await sleep(300);
-    expect(got).toHaveLength(3);
-    const later = got.slice(1);
-    expect(later.map((d) => d.id)).toEqual(['dup-1', 'dup-1']);
-    expect(later.filter((d) => d.headers['copy'] === 'retry')).toHaveLength(1);
-    expect(later.filter((d) => (d as RabbitMqDelivery).redelivered)).toHaveLength(1);
-    for (const d of later) await d.ack();
+    // The message exists twice, and only twice: the original, given back unacked, and the retry copy.
+    expect(after).toHaveLength(2);
+    expect(after.map((d) => d.id)).toEqual(['dup-1', 'dup-1']);
+    const copies = after.filter((d) => d.headers['copy'] === 'retry');
+    const originals = after.filter((d) => d.headers['copy'] === undefined);
+    expect(copies).toHaveLength(1);
+    expect(originals).toHaveLength(1);
+    expect((originals[0] as RabbitMqDelivery).redelivered).toBe(true);
+    // The copy is a new message: redelivered only if the first connection had already received it.
+    const copyBeforeCut = before.slice(1);
+    expect(copyBeforeCut.every((d) => d.headers['copy'] === 'retry')).toBe(true);
+    expect((copies[0] as RabbitMqDelivery).redelivered).toBe(copyBeforeCut.length === 1);
+    for (const d of after) await d.ack();
   });
 
   it('warns at start-up when a quorum queue delivery limit is below the expected deliveries', async () => {
@@ -422,9 +435,10 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
       messageId: 'forged',
       headers: { 'redeliver-rmq-due-at': String(Date.now() + 3_600_000), 'redeliver-rmq-delay': '100', k: 'v' },
     });
-    await waitFor(() => got.length === 1, 5_000, 'the forged message');
+    await waitFor(() => got.length === 1, 30_000, 'the forged message');
+    // Held for the requested 100 ms, not the forged hour.
     expect(got[0]!.at - sentAt).toBeGreaterThanOrEqual(100);
-    expect(got[0]!.at - sentAt).toBeLessThan(2_000);
+    expect(got[0]!.at - sentAt).toBeLessThan(30_000);
     expect(t.stats.rescheduledEarly).toBe(1);
     expect(got[0]!.d.headers['k']).toBe('v');
     expect(got[0]!.d.headers['redeliver-rmq-due-at']).toBeUndefined();
@@ -466,7 +480,17 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
     try {
       const t = open({ url: node.url(), confirmTimeoutMs: 1_000 });
       const queue = queueName('blocked');
-      await t.send(queue, { id: 'before', body: text('x'), headers: {} });
+      // Outside the alarm, the 1 s confirm timeout also bounds the first connection and the declarations on
+      // the new node, which a loaded machine can outlast: such a send is sent again (a second copy is harmless here).
+      const sendUnblocked = async (id: string) => {
+        for (let attempt = 1; ; attempt++) {
+          const error = await t.send(queue, { id, body: text('x'), headers: {} }).then(() => undefined, (e: unknown) => e);
+          if (error === undefined) return;
+          if (!(error instanceof ConfirmTimeoutError) || attempt === 10) throw error;
+        }
+      };
+      await sendUnblocked('before');
+      const timeoutsBefore = t.stats.confirmTimeouts;
       const blocked = nextEvent(t, 'blocked', 20_000, 'publish');
       // The broker lifts the block while rabbitmqctl is still running: listen first.
       const unblocked = nextEvent(t, 'unblocked', 60_000, 'publish');
@@ -477,21 +501,22 @@ describe.skipIf(Boolean(skip))('rabbitmq transport', () => {
         let started = Date.now();
         await expect(t.send(queue, { id: 'during-1', body: text('x'), headers: {} })).rejects.toBeInstanceOf(ConfirmTimeoutError);
         let waited = Date.now() - started;
+        // Bounded by the 1 s confirm timeout while the alarm lasts (it is only cleared below): not a hang.
         expect(waited).toBeGreaterThanOrEqual(990);
-        expect(waited).toBeLessThan(3_000);
+        expect(waited).toBeLessThan(15_000);
         expect((await blocked).reason).toMatch(/memory/);
         // Now the transport knows: the next publish waits at the gate, is never written, and fails as throttled.
         started = Date.now();
         await expect(t.send(queue, { id: 'during-2', body: text('x'), headers: {} })).rejects.toBeInstanceOf(PublishBlockedError);
         waited = Date.now() - started;
         expect(waited).toBeGreaterThanOrEqual(990);
-        expect(waited).toBeLessThan(3_000);
-        expect(t.stats.confirmTimeouts).toBe(2);
+        expect(waited).toBeLessThan(15_000);
+        expect(t.stats.confirmTimeouts - timeoutsBefore).toBe(2);
       } finally {
         await node.memoryAlarm(false);
       }
       await unblocked;
-      await t.send(queue, { id: 'after', body: text('x'), headers: {} });
+      await sendUnblocked('after');
       const admin = await amqp.connect(node.url());
       const ch = await admin.createChannel();
       const ids: string[] = [];
