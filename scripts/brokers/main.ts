@@ -40,7 +40,8 @@ async function up(): Promise<string[]> {
   const debian = [...new Set([...chosen.flatMap((b) => b.debianPackages ?? []), ...(names.length === 0 ? TOOLS : [])])];
   const failed: string[] = [];
   try {
-    await aptInstall(debian, say('apt'));
+    const installed = await aptInstall(debian, say('apt'));
+    if (installed.length > 0) say('apt')(`installed ${installed.join(', ')} and their dependencies in ${seconds(started)}`);
   } catch (error) {
     console.error(`brokers: could not install Debian packages (${debian.join(', ')}): ${(error as Error).message}`);
   }

@@ -169,12 +169,12 @@ let aptUpdated = false;
  * Installs Debian packages that are missing, without letting dpkg start
  * their services (a `policy-rc.d` that exits 101 while apt runs): each
  * broker is started by its own script, on loopback, with the tests'
- * settings. Refuses without root.
+ * settings. Refuses without root. Resolves the packages it installed.
  */
-export async function aptInstall(packages: readonly string[], say: (line: string) => void): Promise<void> {
+export async function aptInstall(packages: readonly string[], say: (line: string) => void): Promise<string[]> {
   const missing: string[] = [];
   for (const pkg of packages) if ((await debVersion(pkg)) === null) missing.push(pkg);
-  if (missing.length === 0) return;
+  if (missing.length === 0) return missing;
   if (process.getuid?.() !== 0) throw new Error(`${missing.join(', ')} not installed, and installing needs root (run as root, or apt-get install ${missing.join(' ')})`);
   const policy = '/usr/sbin/policy-rc.d';
   const hadPolicy = existsSync(policy);
@@ -189,6 +189,7 @@ export async function aptInstall(packages: readonly string[], say: (line: string
     }
     say(`apt-get install ${missing.join(' ')}`);
     await run('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { env, timeoutMs: 1_200_000 });
+    return missing;
   } finally {
     if (previous !== null) writeFileSync(policy, previous, { mode: 0o755 });
     else rmSync(policy, { force: true });

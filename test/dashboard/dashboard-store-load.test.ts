@@ -26,9 +26,10 @@ const run = promisify(execFile);
 const BURST_CLIENT = `
 const http = require('node:http');
 const base = process.argv[1];
+const headers = { authorization: 'Bearer ' + process.argv[2] };
 const answers = [];
 const get = (what, path) => new Promise((resolve) => {
-  http.get(base + path, { agent: false }, (res) => {
+  http.get(base + path, { agent: false, headers }, (res) => {
     res.resume();
     res.on('end', () => { answers.push({ what, status: res.statusCode, retryAfter: res.headers['retry-after'] ?? null }); resolve(); });
   }).on('error', (e) => { answers.push({ what, status: 0, retryAfter: String(e) }); resolve(); });
@@ -111,7 +112,7 @@ describe('store API under a flood of searches', () => {
     const dashboard: Dashboard = await createDashboard({ transport: new SqliteTransport({ path: join(dir, `t-${n}.db`) }), store, clock });
     try {
       // The client runs in its own process: in this one, the server's work would hold up the client's sends too.
-      const { stdout } = await run(process.execPath, ['-e', BURST_CLIENT, dashboard.url], { timeout: 60_000 });
+      const { stdout } = await run(process.execPath, ['-e', BURST_CLIENT, dashboard.url, dashboard.token], { timeout: 60_000 });
       const answers = JSON.parse(stdout) as { what: string; status: number; retryAfter: string | null }[];
       expect(answers.find((a) => a.what === 'summary')?.status).toBe(200);
       const searches = answers.filter((a) => a.what === 'search');

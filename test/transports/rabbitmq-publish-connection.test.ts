@@ -33,7 +33,7 @@ describe.skipIf(Boolean(rabbitNodeSkipReason()))('RabbitMQ: the publish connecti
     const queue = 'pubconn.work';
     const total = 200;
     for (let i = 0; i < total; i++) await t.send(queue, { id: `m-${i}`, body: text(String(i)), headers: {} });
-    await node.ctl(1, 'set_vm_memory_high_watermark', '0.0001');
+    await node.memoryAlarm(true);
     let handled = 0;
     let retry: Promise<void> | undefined;
     const subscription: Subscription = await t.consume(
