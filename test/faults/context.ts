@@ -37,6 +37,13 @@ export class ScenarioContext {
   readonly notes: string[] = [];
   /** When the last fault ended (ms since the epoch); recovery is counted from here. */
   lastFaultAt: number | undefined;
+  /**
+   * The broker's bare client in the same scenario, on a scope of its own:
+   * every worker and producer started here starts there too, every worker
+   * stopped or killed here is there too. The scenario's progress (handled,
+   * confirmed) is this context's alone.
+   */
+  twin: ScenarioContext | undefined;
   #workerCount = 0;
   #producerCount = 0;
 
@@ -49,8 +56,13 @@ export class ScenarioContext {
     private readonly log: (line: string) => void,
   ) {}
 
-  /** Starts a worker process on the scope's queue; resolves once it consumes. */
+  /** Starts a worker process on the scope's queue (and one of the twin's); resolves once it consumes. */
   async startWorker(): Promise<Child> {
+    const [child] = await Promise.all([this.#startWorker(), this.twin?.startWorker()]);
+    return child;
+  }
+
+  async #startWorker(): Promise<Child> {
     const n = ++this.#workerCount;
     const config: WorkerConfig = {
       transport: this.scope.spec(`worker-${n}`),
@@ -65,18 +77,23 @@ export class ScenarioContext {
       leaseMs: 2_000,
     };
     const output = join(this.dir, `worker-${n}.out`);
-    const child = Child.start(`worker-${n}`, WORKER, [JSON.stringify(config)], output);
+    const child = Child.start(`worker-${n}`, this.scope.children?.worker ?? WORKER, [JSON.stringify(config)], output);
     this.workers.push(child);
     await this.waitUntil(`worker-${n} to start`, 60_000, () => fileIncludes(output, 'ready') || !child.running);
     if (!child.running) throw new Error(`worker-${n} exited at start with code ${child.code}; see ${output}`);
     return child;
   }
 
-  /** Starts a producer process sending messages `from` to `to - 1`, pausing before `hold.at` until `hold.file` exists. */
-  startProducer(from = 0, to = this.workload.messages, hold?: { at: number; file: string }): Child {
+  /**
+   * Starts a producer process sending messages `from` to `to - 1`, pausing
+   * before `hold.at` until `hold.file` exists, to broker node `node` where
+   * the scope has several (and the twin's producer alike).
+   */
+  startProducer(from = 0, to = this.workload.messages, hold?: { at: number; file: string }, node?: number): Child {
+    this.twin?.startProducer(from, to, hold, node);
     const n = ++this.#producerCount;
     const config: ProducerConfig = {
-      transport: this.scope.spec(`producer-${n}`),
+      transport: this.scope.spec(`producer-${n}`, node),
       queue: this.scope.queue,
       from,
       to,
@@ -86,7 +103,7 @@ export class ScenarioContext {
       holdAt: hold?.at,
       holdFile: hold?.file,
     };
-    const child = Child.start(`producer-${n}`, PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`));
+    const child = Child.start(`producer-${n}`, this.scope.children?.producer ?? PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`));
     this.producers.push(child);
     return child;
   }
@@ -96,14 +113,14 @@ export class ScenarioContext {
     return Array.from({ length: this.#workerCount }, (_, i) => join(this.dir, `worker-${i + 1}.out`));
   }
 
-  /** Kills every running worker with SIGKILL. */
+  /** Kills every running worker (the twin's too) with SIGKILL. */
   async killWorkers(): Promise<void> {
-    await Promise.all(this.workers.filter((w) => w.running).map((w) => w.kill9()));
+    await Promise.all([...this.workers.filter((w) => w.running).map((w) => w.kill9()), this.twin?.killWorkers()]);
   }
 
-  /** Stops every running worker gracefully. */
+  /** Stops every running worker (the twin's too) gracefully. */
   async stopWorkers(): Promise<void> {
-    await Promise.all(this.workers.filter((w) => w.running).map((w) => w.stop()));
+    await Promise.all([...this.workers.filter((w) => w.running).map((w) => w.stop()), this.twin?.stopWorkers()]);
   }
 
   /** Ids whose send resolved, from the producers' logs. */

@@ -27,6 +27,10 @@ export interface ScenarioResult {
   readonly lostSample?: readonly string[];
   /** Lost ids by what their handler did (see failure-mix.ts): tells a lost first delivery from a lost retry or error-queue copy. */
   readonly lostByBehaviour?: Readonly<Record<string, number>>;
+  /** The broker's bare client beside redeliver in the same run (see `FaultAdapter.bareScope`): its confirmed messages, losses and duplicates. */
+  readonly bareMessages?: number;
+  readonly bareLost?: number;
+  readonly bareDuplicates?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   readonly notes?: readonly string[];
@@ -53,25 +57,32 @@ export interface RunOptions {
 
 let runCounter = 0;
 
+/** Why `scenario` does not run on `adapter`: the scenario's own transport list first, then the adapter's reason. */
+export function skipReasonOf(adapter: FaultAdapter, scenario: Scenario): string | undefined {
+  if (scenario.only && !scenario.only.includes(adapter.transport)) return `a scenario of ${scenario.only.join(', ')} only`;
+  return adapter.skipReason(scenario.name);
+}
+
 /** Runs `scenario` on `adapter` (already started) and resolves its row. */
 export async function runScenario(adapter: FaultAdapter, scenario: Scenario, options: RunOptions): Promise<ScenarioResult> {
-  const skipped = adapter.skipReason(scenario.name);
+  const skipped = skipReasonOf(adapter, scenario);
   if (skipped) return { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped };
 
   const label = `f${process.pid}-${++runCounter}-${scenario.name}`;
   const dir = join(options.dir, `${adapter.transport}-${scenario.name}`);
   mkdirSync(dir, { recursive: true });
   const scope = await adapter.scope(label, dir, scenario.scopeOptions);
+  const bareDir = join(dir, 'bare');
+  mkdirSync(bareDir, { recursive: true });
+  const bareScope = await adapter.bareScope?.(scenario.name, `${label}-bare`, bareDir);
   const workload = scenario.workload(options.messages);
-  const context = new ScenarioContext(
-    adapter,
-    scope,
-    dir,
-    { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload },
-    options.seed,
-    options.log,
-  );
-  options.log(`${adapter.transport} ${scenario.name}: ${scenario.title} (${workload.messages} messages, evidence in ${dir})`);
+  const settings = { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload };
+  const context = new ScenarioContext(adapter, scope, dir, settings, options.seed, options.log);
+  const twin = bareScope && new ScenarioContext(adapter, bareScope, bareDir, settings, options.seed, (line) => options.log(`  bare client:${line}`));
+  context.twin = twin;
+  const stallMs = options.stallMs ?? adapter.stallMs ?? 200_000;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 300_000;
+  options.log(`${adapter.transport} ${scenario.name}: ${scenario.title} (${workload.messages} messages${twin ? ', the bare client beside it' : ''}, evidence in ${dir})`);
   try {
     try {
       await scenario.run(context);
@@ -79,29 +90,43 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
       context.note(`scenario stopped early: ${(error as Error).message}`);
     }
     context.lastFaultAt ??= Date.now();
-    await Promise.all(context.producers.map((p) => p.exited));
-    const recoverySeconds = await drain(context, scenario, options.drainTimeoutMs ?? 300_000, options.stallMs ?? 200_000);
+    if (twin) twin.lastFaultAt = context.lastFaultAt;
+    await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.exited));
+    const [recoverySeconds, bareRecoverySeconds] = await Promise.all([
+      drain(context, scenario, drainTimeoutMs, stallMs),
+      twin && drain(twin, { ...scenario, drained: undefined }, drainTimeoutMs, stallMs),
+    ]);
     await context.stopWorkers();
-    const failedSends = context.failedSends().length;
-    if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
-    const result = account({
-      confirmed: context.confirmed(),
-      handled: context.handled(),
-      errored: await scope.errorIds().catch((error: Error) => {
-        context.note(`error queue unreadable: ${error.message}`);
-        return [];
-      }),
-      pending: await scope.pendingIds().catch((error: Error) => {
-        context.note(`pending messages unreadable: ${error.message}`);
-        return [];
-      }),
-    });
-    return row(scenario, adapter, result, recoverySeconds, context);
+    const result = await evidence(context, scenario);
+    if (!twin) return row(scenario, adapter, result, recoverySeconds, context);
+    const bare = await evidence(twin, scenario);
+    context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
+    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates };
   } finally {
     await context.killWorkers();
-    await Promise.all(context.producers.map((p) => p.kill9()));
+    await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.kill9()));
     await scope.cleanup().catch(() => undefined);
+    await bareScope?.cleanup().catch(() => undefined);
   }
+}
+
+/** Counts a context's durable evidence once its workers have stopped. */
+async function evidence(context: ScenarioContext, scenario: Scenario): Promise<Accounting> {
+  const { scope } = context;
+  const failedSends = context.failedSends().length;
+  if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
+  return account({
+    confirmed: scenario.counted?.(context) ?? context.confirmed(),
+    handled: context.handled(),
+    errored: await scope.errorIds().catch((error: Error) => {
+      context.note(`error queue unreadable: ${error.message}`);
+      return [];
+    }),
+    pending: await scope.pendingIds().catch((error: Error) => {
+      context.note(`pending messages unreadable: ${error.message}`);
+      return [];
+    }),
+  });
 }
 
 /**
@@ -112,7 +137,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
  * `Scope.parkedCount`).
  */
 async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number, stallMs: number): Promise<number | null> {
-  const confirmed = new Set(context.confirmed());
+  const confirmed = new Set(scenario.counted?.(context) ?? context.confirmed());
   const drained =
     scenario.drained?.bind(scenario) ??
     (async (c: ScenarioContext, ids: ReadonlySet<string>) => {

@@ -18,6 +18,10 @@ export interface Scenario {
   readonly title: string;
   /** Its workload, given the run's base message count. */
   workload(messages: number): Workload;
+  /** The transports (adapter names) it runs on. Default every one whose adapter gives no skip reason. */
+  readonly only?: readonly string[];
+  /** The confirmed ids the checker counts. Default every one. */
+  counted?(context: ScenarioContext): string[];
   /** Scope options (e.g. a bounded error queue). */
   readonly scopeOptions?: ScopeOptions;
   /** Starts processes and injects the fault. */
@@ -274,6 +278,40 @@ export const SCENARIOS: readonly Scenario[] = [
       await sleep(5_000);
       await bringBack();
       context.faultDone('old leader started again');
+    },
+  },
+  {
+    name: 'nsqd-kill-with-lookupd',
+    title: 'two nsqd found through nsqlookupd: one killed -9 mid-run, the consumer keeps handling the other one\'s messages',
+    only: ['nsq'],
+    workload: (messages) => ({ messages }),
+    scopeOptions: { discovery: true },
+    async run(context) {
+      const half = Math.floor(context.workload.messages / 2);
+      await context.startWorker();
+      context.startProducer(0, half, undefined, 1);
+      const survivor = context.startProducer(half, context.workload.messages, undefined, 2);
+      await handledShare(context, 0.2);
+      const bringBack = await context.adapter.killNode!(1);
+      context.faultDone(`nsqd 1 killed -9 at ${context.handledCount()} handled`);
+      await survivor.exited;
+      // Everything the survivor confirmed is handled or dead-lettered while nsqd 1 is down.
+      await context.waitUntil("nsqd 2's messages handled with nsqd 1 down", 3 * MINUTE, () => this.drained!(context, new Set(this.counted!(context))));
+      context.faultDone(`nsqd 2's ${this.counted!(context).length} confirmed messages handled or dead-lettered with nsqd 1 down`);
+      await bringBack();
+      const handled = new Set(context.handled());
+      const lostWithNode = context.confirmed().filter((id) => Number(id.slice(2)) < half && !handled.has(id)).length;
+      context.note(`${lostWithNode} of the messages nsqd 1 confirmed not handled when it came back (its memory queue, in-flight and deferred messages die with it)`);
+    },
+    counted(context) {
+      // Only the survivor's messages: what nsqd 1 held in memory died with it, by design.
+      const half = Math.floor(context.workload.messages / 2);
+      return context.confirmed().filter((id) => Number(id.slice(2)) >= half);
+    },
+    async drained(context, confirmed) {
+      const handled = new Set(context.handled());
+      const open = [...confirmed].filter((id) => !handled.has(id)).length;
+      return open === 0 || open <= (await context.scope.errorCount().catch(() => -1));
     },
   },
 ];

@@ -6,6 +6,7 @@
 import type { Logger } from '../../src/logger.js';
 import type { Transport } from '../../src/transport/types.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
+import { NsqTransport } from '../../src/transports/nsq/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
@@ -39,12 +40,36 @@ export type TransportSpec =
       readonly prefix: string;
       /** Copies of each stream: 1 on one server, 3 on the cluster. */
       readonly replicas: number;
+    }
+  | {
+      readonly kind: 'nsq';
+      /** nsqd TCP addresses this process publishes to (and consumes from, without `lookupd`). */
+      readonly nsqd: readonly string[];
+      /** nsqlookupd HTTP addresses consumers find nsqd through. Default none. */
+      readonly lookupd?: readonly string[];
+      /** The nsqd HTTP address of each TCP address (a scenario's proxy port maps to its nsqd's HTTP port). */
+      readonly httpAddresses: Readonly<Record<string, string>>;
+      /** Unique per process, shown in nsqd's `/stats`. */
+      readonly connectionName: string;
+      /** The channel consumers read through. Default the transport's (`redeliver`); the bare client's is `bare`. */
+      readonly channel?: string;
     };
 
 /** Opens the transport `spec` describes, with default settings. */
 export function openSpec(spec: TransportSpec): Transport {
   if (spec.kind === 'sqlite') return new SqliteTransport({ path: spec.path, pollIntervalMs: 50 });
   if (spec.kind === 'redis') return new RedisTransport({ url: spec.url, connectionName: spec.connectionName, keyPrefix: spec.keyPrefix });
+  if (spec.kind === 'nsq') {
+    return new NsqTransport({
+      nsqd: spec.nsqd.length > 0 ? spec.nsqd : undefined,
+      lookupd: spec.lookupd,
+      lookupdPollIntervalMs: 1_000,
+      httpAddresses: spec.httpAddresses,
+      connectionName: spec.connectionName,
+      channel: spec.channel,
+      logger: outputLogger,
+    });
+  }
   if (spec.kind === 'jetstream') {
     return new JetStreamTransport({
       servers: spec.servers,
@@ -70,7 +95,7 @@ const outputLogger: Logger = {
   error: (fields, message) => console.error(`${new Date().toISOString()} error ${message} ${JSON.stringify(fields)}`),
 };
 
-/** The same spec, with the connection named `connectionName` (RabbitMQ, Redis and JetStream; SQLite has no connection). */
+/** The same spec, with the connection named `connectionName` (every transport but SQLite, which has no connection). */
 export function named(spec: TransportSpec, connectionName: string): TransportSpec {
   return spec.kind === 'sqlite' ? spec : { ...spec, connectionName };
 }

@@ -17,8 +17,14 @@ export interface ScopeNames {
 
 /** One scenario's view of a transport. */
 export interface Scope extends ScopeNames {
-  /** The transport spec for a process whose connection is named `<label>-<role>`. */
-  spec(role: string): TransportSpec;
+  /**
+   * The transport spec for a process whose connection is named
+   * `<label>-<role>`; `node` picks the broker node a producer sends to, where
+   * the scope has several (default: the scope's own choice).
+   */
+  spec(role: string, node?: number): TransportSpec;
+  /** The child scripts this scope's processes run, when not the redeliver worker and producer (the bare broker client's). */
+  readonly children?: { readonly worker: string; readonly producer: string };
   /** The target the `redeliver` CLI takes (a file path, an AMQP or a Redis URL). */
   readonly cliTarget: string;
   /** Environment the `redeliver` CLI needs besides its target (e.g. the Redis key prefix). Default none. */
@@ -56,6 +62,8 @@ export interface Scope extends ScopeNames {
 export interface ScopeOptions {
   /** Declare the error queue first with this `x-max-length` and `x-overflow: reject-publish`. Default none. */
   readonly errorQueueMaxLength?: number;
+  /** Consumers find the broker's nodes through its discovery service (NSQ: nsqlookupd) instead of an address. Default false. */
+  readonly discovery?: boolean;
 }
 
 /** What the fault suite needs of one transport. */
@@ -64,6 +72,19 @@ export interface FaultAdapter {
   readonly transport: string;
   /** Why `scenario` does not apply to this transport, or undefined when it does. */
   skipReason(scenario: string): string | undefined;
+  /**
+   * How long the drain waits with nothing handled or dead-lettered before it
+   * counts as stalled. Default the run's (200 s, past RabbitMQ's 180 s hop
+   * retry).
+   */
+  readonly stallMs?: number;
+  /**
+   * A scope for the broker's bare client, run beside redeliver in the same
+   * scenario (same faults, same failure mix) where the broker itself loses
+   * messages by design; its loss is reported as `bareLost`. Undefined for
+   * other scenarios.
+   */
+  bareScope?(scenario: string, label: string, dir: string): Promise<Scope | undefined>;
   /** Starts the broker, if the transport has one. */
   start(): Promise<void>;
   /** Stops the broker and removes its files. */
@@ -90,6 +111,8 @@ export interface FaultAdapter {
   deleteQueueIfEmpty?(queue: string): Promise<boolean>;
   /** Ready messages in a queue (0 when it does not exist). */
   readyCount?(queue: string): Promise<number>;
+  /** Kills broker node `node` with SIGKILL; resolves a function that brings it back (brokers of several independent nodes). */
+  killNode?(node: number): Promise<() => Promise<void>>;
   /** Kills the node leading the work queue with SIGKILL; resolves a function that brings it back. */
   killQueueLeader?(scope: Scope): Promise<() => Promise<void>>;
 }

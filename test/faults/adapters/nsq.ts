@@ -1,0 +1,277 @@
+/**
+ * The fault suite on NSQ: an nsqlookupd and two nsqd of the suite's own
+ * (never the shared 4150), on fixed ports from a base of the adapter's. A
+ * scenario's topics carry its label. Single-node scenarios use nsqd 1, their
+ * workers and producer connecting through a TCP proxy of the scenario's own
+ * (nsqd has no API that closes one client's connection, so the proxy cuts
+ * them); the two-node scenario consumes through nsqlookupd from both.
+ *
+ * nsqd keeps deferred (`DPUB`/`REQ`) and in-flight messages, and its memory
+ * queue below `--mem-queue-size`, in memory only: a kill -9 loses them. For
+ * the scenarios where nsqd itself loses messages, the bare nsqjs client
+ * runs beside redeliver (see {@link NsqFaultAdapter.bareScope}) so the row
+ * says what nsqd lost without redeliver.
+ *
+ * Depths are read off nsqd's `/stats`; error-queue ids are ingested into an
+ * error store through the transport, as on every transport; pending ids are
+ * read off the channel with a reader of the adapter's own.
+ */
+import { join } from 'node:path';
+import nsq from 'nsqjs';
+import { decodeEnvelope } from '../../../src/transports/nsq/envelope.js';
+import { NsqNodes } from '../../support/nsq-node.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
+import { openSpec, type TransportSpec } from '../transport-spec.js';
+import { ingestErrorIds } from './error-ids.js';
+import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+
+/** Options of {@link NsqFaultAdapter}. */
+export interface NsqFaultAdapterOptions {
+  /** nsqd's `--mem-queue-size`; 0 writes every message to disk as it arrives. Default nsqd's (10,000); with 0 the adapter runs the broker kill only, as `nsq-mem0`. */
+  readonly memQueueSize?: number;
+  /** The first of the ports nsqlookupd and the two nsqd listen on (6 in all). Default 4250, or 4260 with `memQueueSize` 0. */
+  readonly basePort?: number;
+  /** Progress lines. Default silent. */
+  readonly log?: (line: string) => void;
+}
+
+/** The channel the transport's consumers read through (its default), and the bare client's. */
+const CHANNEL = 'redeliver';
+const BARE_CHANNEL = 'bare';
+/** The scenarios where nsqd loses messages by design, run with the bare client beside redeliver. */
+const BARE_SCENARIOS = ['broker-kill', 'broker-restart'];
+/** A pending-id read ends once no message came for this long. */
+const READ_IDLE_MS = 1_500;
+
+const SKIPS: Record<string, string> = {
+  'memory-alarm': 'nsqd has no memory alarm: past --mem-queue-size a topic writes to its disk queue, and nothing refuses a publish for memory',
+  'error-queue-full': 'an NSQ topic has no length bound that refuses a publish',
+  'settlement-refused':
+    'nsqd has no setting that refuses publishes and keeps the connection (E_PUB_FAILED comes only while it exits or its disk queue is unhealthy)',
+  'queue-deleted':
+    "a delayed retry waits inside the topic's channel (DPUB/REQ deferral), so deleting the topic deletes its retries with it: a loss by design, not a fault to survive",
+  'cluster-leader-kill': 'nsqd nodes hold their own messages, without replication: nsqd-kill-with-lookupd is the two-node scenario',
+};
+
+interface ChannelStats {
+  readonly channel_name: string;
+  readonly depth: number;
+  readonly in_flight_count: number;
+  readonly deferred_count: number;
+}
+interface TopicStats {
+  readonly topic_name: string;
+  readonly depth: number;
+  readonly channels: readonly ChannelStats[];
+}
+
+/** The NSQ adapter, on nsqd servers of its own. */
+export class NsqFaultAdapter implements FaultAdapter {
+  readonly transport: string;
+  /** Long enough for a lease to run out (the transport's 30 s) and a 10 s delayed retry after it. */
+  readonly stallMs = 75_000;
+  readonly #memQueueSize: number | undefined;
+  readonly #basePort: number;
+  readonly #log: (line: string) => void;
+  #nodes?: NsqNodes;
+  /** Each live scope's proxy, by label (single-node scopes). */
+  readonly #proxies = new Map<string, TcpProxy>();
+
+  constructor(options: NsqFaultAdapterOptions = {}) {
+    this.#memQueueSize = options.memQueueSize;
+    this.#basePort = options.basePort ?? (options.memQueueSize === 0 ? 4260 : 4250);
+    this.#log = options.log ?? (() => undefined);
+    this.transport = options.memQueueSize === undefined ? 'nsq' : `nsq-mem${options.memQueueSize}`;
+  }
+
+  skipReason(scenario: string): string | undefined {
+    if (this.#memQueueSize !== undefined && scenario !== 'broker-kill') return `the --mem-queue-size=${this.#memQueueSize} variant runs the broker kill only`;
+    return SKIPS[scenario];
+  }
+
+  get nodes(): NsqNodes {
+    if (!this.#nodes) throw new Error('NsqFaultAdapter: start() first');
+    return this.#nodes;
+  }
+
+  async start(): Promise<void> {
+    this.#nodes = await NsqNodes.start({ basePort: this.#basePort, nodes: 2, memQueueSize: this.#memQueueSize, log: this.#log });
+  }
+
+  async stop(): Promise<void> {
+    for (const proxy of this.#proxies.values()) await proxy.close();
+    this.#proxies.clear();
+    await this.#nodes?.stop();
+  }
+
+  async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
+    const nodes = this.nodes;
+    const queue = label;
+    const errorQueue = `${label}.error`;
+    const direct = (node: number) => ({ [nodes.tcpAddress(node)]: nodes.httpAddress(node) });
+    let spec: (role: string, node?: number) => TransportSpec;
+    if (options.discovery) {
+      // Workers find both nsqd through nsqlookupd; each producer sends to the node it is given.
+      spec = (role, node = 1) => {
+        const base = { kind: 'nsq', connectionName: `${label}-${role}`, httpAddresses: { ...direct(1), ...direct(2) } } as const;
+        return role.startsWith('worker') ? { ...base, nsqd: [], lookupd: [nodes.lookupdHttpAddress] } : { ...base, nsqd: [nodes.tcpAddress(node)] };
+      };
+    } else {
+      const proxy = await TcpProxy.start(nodes.tcpPort(1));
+      this.#proxies.set(label, proxy);
+      const address = `127.0.0.1:${proxy.port}`;
+      spec = (role) => ({ kind: 'nsq', nsqd: [address], httpAddresses: { [address]: nodes.httpAddress(1) }, connectionName: `${label}-${role}` });
+    }
+    // The harness's own transport, to ingest the error queue: connected to nsqd itself, so no cut reaches it.
+    const harness = openSpec({ kind: 'nsq', nsqd: [nodes.tcpAddress(1)], httpAddresses: direct(1), connectionName: `${label}-harness` });
+    const nodeList = options.discovery ? [1, 2] : [1];
+    return {
+      label,
+      queue,
+      errorQueue,
+      cliTarget: `nsq://${nodes.tcpAddress(1)}`,
+      spec,
+      errorCount: () => this.#total(nodeList, errorQueue),
+      delayedCount: () => this.#deferred(nodeList, queue),
+      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
+      pendingIds: async () => (await Promise.all(nodeList.map((node) => readIds(nodes.tcpAddress(node), queue, CHANNEL)))).flat(),
+      cleanup: async () => {
+        await this.#proxies.get(label)?.close();
+        this.#proxies.delete(label);
+        await harness.close();
+        for (const node of nodeList) await this.#deleteTopics(node, [queue, errorQueue]);
+      },
+    };
+  }
+
+  /**
+   * For the scenarios where nsqd loses messages by design (a kill -9 or a
+   * graceful restart with retries pending): a scope on topic `label` of
+   * nsqd 1, read through channel `bare` by the bare nsqjs worker and sent to
+   * by the bare nsqjs producer (children/nsq-bare-*.ts).
+   */
+  async bareScope(scenario: string, label: string): Promise<Scope | undefined> {
+    if (!BARE_SCENARIOS.includes(scenario)) return undefined;
+    const nodes = this.nodes;
+    const queue = label;
+    const errorQueue = `${label}.error`;
+    const address = nodes.tcpAddress(1);
+    // The topic and channel made first, so the first messages published go to the channel.
+    await nodes.post(1, `/topic/create?topic=${queue}`);
+    await nodes.post(1, `/channel/create?topic=${queue}&channel=${BARE_CHANNEL}`);
+    return {
+      label,
+      queue,
+      errorQueue,
+      cliTarget: `nsq://${address}`,
+      children: { worker: 'test/faults/children/nsq-bare-worker.ts', producer: 'test/faults/children/nsq-bare-producer.ts' },
+      spec: (role) => ({ kind: 'nsq', nsqd: [address], httpAddresses: { [address]: nodes.httpAddress(1) }, connectionName: `${label}-${role}`, channel: BARE_CHANNEL }),
+      errorCount: () => this.#total([1], errorQueue),
+      delayedCount: () => this.#deferred([1], queue),
+      errorIds: () => readIds(address, errorQueue, BARE_CHANNEL),
+      pendingIds: () => readIds(address, queue, BARE_CHANNEL),
+      cleanup: () => this.#deleteTopics(1, [queue, errorQueue]),
+    };
+  }
+
+  async killBroker(): Promise<void> {
+    await this.nodes.kill(1);
+    await this.nodes.boot(1);
+  }
+
+  async restartBroker(): Promise<void> {
+    await this.nodes.restart(1);
+  }
+
+  async stallBroker(ms: number): Promise<void> {
+    this.nodes.stall(1);
+    try {
+      await new Promise((r) => setTimeout(r, ms));
+    } finally {
+      this.nodes.resume(1);
+    }
+  }
+
+  async cutConnections(scope: Scope): Promise<number> {
+    const proxy = this.#proxies.get(scope.label);
+    if (!proxy) throw new Error(`NsqFaultAdapter: ${scope.label} has no proxy to cut (single-node scopes only)`);
+    return proxy.cut();
+  }
+
+  async killNode(node: number): Promise<() => Promise<void>> {
+    await this.nodes.kill(node);
+    return () => this.nodes.boot(node);
+  }
+
+  /** A topic's stats on nsqd `node`, or undefined when it has no such topic (or does not answer). */
+  async #topic(node: number, topic: string): Promise<TopicStats | undefined> {
+    const stats = (await this.nodes.get(node, `/stats?format=json&topic=${encodeURIComponent(topic)}`)) as { topics?: TopicStats[] };
+    return stats.topics?.find((t) => t.topic_name === topic);
+  }
+
+  /** Messages a topic holds on `nodes`: the topic's own, and its fullest channel's ready, in-flight and deferred ones. */
+  async #total(nodes: readonly number[], topic: string): Promise<number> {
+    let total = 0;
+    for (const node of nodes) {
+      const stats = await this.#topic(node, topic).catch(() => undefined);
+      if (stats) total += stats.depth + Math.max(0, ...stats.channels.map((c) => c.depth + c.in_flight_count + c.deferred_count));
+    }
+    return total;
+  }
+
+  /** Deferred messages (delayed retries) in a topic's channels on `nodes`. */
+  async #deferred(nodes: readonly number[], topic: string): Promise<number> {
+    let total = 0;
+    for (const node of nodes) {
+      const stats = await this.#topic(node, topic).catch(() => undefined);
+      total += stats?.channels.reduce((sum, c) => sum + c.deferred_count, 0) ?? 0;
+    }
+    return total;
+  }
+
+  async #deleteTopics(node: number, topics: readonly string[]): Promise<void> {
+    for (const topic of topics) await this.nodes.post(node, `/topic/delete?topic=${encodeURIComponent(topic)}`).catch(() => undefined);
+  }
+}
+
+/**
+ * Reads the messages ready now on `topic`/`channel` of the nsqd at
+ * `address` and finishes them, until none comes for {@link READ_IDLE_MS};
+ * resolves their ids: `m-<i>` from a redeliver envelope's `{ i }` body, or
+ * the plain body (the bare client's). Deferred messages are not ready, so not
+ * read.
+ */
+function readIds(address: string, topic: string, channel: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const ids: string[] = [];
+    const reader = new nsq.Reader(topic, channel, { nsqdTCPAddresses: [address], maxInFlight: 200, maxAttempts: 0, clientId: 'faults-reader' });
+    let idle: NodeJS.Timeout | undefined;
+    const done = () => {
+      reader.close();
+      resolve(ids);
+    };
+    const arm = () => {
+      clearTimeout(idle);
+      idle = setTimeout(done, READ_IDLE_MS);
+    };
+    reader.on('message', (message) => {
+      ids.push(idOf(message.body));
+      message.finish();
+      arm();
+    });
+    reader.on('error', (error) => {
+      clearTimeout(idle);
+      reader.close();
+      reject(error);
+    });
+    reader.connect();
+    arm();
+  });
+}
+
+function idOf(bytes: Buffer): string {
+  const envelope = decodeEnvelope(bytes);
+  if (!envelope) return bytes.toString();
+  const { i } = JSON.parse(Buffer.from(envelope.body).toString()) as { i: number };
+  return `m-${i}`;
+}
