@@ -78,7 +78,7 @@ describe('nsq envelope', () => {
     expect(readEnvelope(wrongVersion)).toMatchObject({ kind: 'malformed', problem: expect.stringMatching(/version 9/) });
     expect(readEnvelope(good.subarray(0, 10))).toMatchObject({ kind: 'malformed' });
     const crc = good.slice();
-    crc[crc.byteLength - 2] ^= 0xff; // the CRC's last byte sits right before the 1-byte body
+    crc[crc.byteLength - 2] = crc[crc.byteLength - 2]! ^ 0xff; // the CRC's last byte sits right before the 1-byte body
     expect(readEnvelope(crc)).toMatchObject({ kind: 'malformed', problem: expect.stringMatching(/CRC/) });
   });
 

@@ -1,0 +1,240 @@
+import type { Clock } from '../../time/clock.js';
+import { MAX_TIMER_MS } from '../../time/clock.js';
+import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
+import { leaseMargin } from '../../transport/lease.js';
+import type { Delivery, Headers } from '../../transport/types.js';
+import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import type { NsqjsMessage } from './nsqjs.js';
+
+/** What a delivery needs from the subscription that handed it out. */
+export interface DeliveryOwner {
+  readonly clock: Clock;
+  /** Publishes a copy of the message to `topic` with `headers`, after `delayMs` (carried in hops past nsqd's limit), and resolves once nsqd has it. */
+  publishCopy(topic: string, id: string, body: Uint8Array, headers: Headers, delayMs: number, via: string): Promise<void>;
+  /** Makes sure `errorQueue` is a valid topic with the consumer channel. */
+  checkErrorQueue(errorQueue: string): Promise<void>;
+  /** The delivery no longer counts against the prefetch. */
+  settled(): void;
+}
+
+/** The connection a delivery arrived on: settlements go back on it, and die with it. */
+export interface DeliveryLink {
+  /** Whether the connection the message arrived on is still open. */
+  readonly open: boolean;
+  /** The nsqd it is open to (`host:port`): copies are published there. */
+  readonly address: string;
+  /** nsqd's `--max-msg-timeout` for this connection: TOUCH never keeps a message past it. */
+  readonly maxLeaseMs: number;
+}
+
+const HELD = 0;
+const SETTLING = 1;
+const SETTLED = 2;
+
+/**
+ * One delivery of an NSQ message, in flight on the connection it arrived
+ * on for the lease (the connection's `msg_timeout`). nsqd takes a FIN or
+ * REQ only on that connection and only while the message is in flight; a
+ * settlement after the lease ran out (less the shared margin) or after the
+ * connection closed rejects with a `DeliveryGoneError` and changes nothing.
+ *
+ * - `ack` is FIN; `release` is REQ with no delay.
+ * - `retryLater` publishes a copy with the new headers (DPUB), and FINs the
+ *   original once nsqd confirmed the copy; `deadLetter` publishes the copy
+ *   to the error topic, then FINs. A crash or a lost connection between the
+ *   two leaves both: a duplicate, never a loss.
+ * - `extendLease` is TOUCH, which restarts the lease; nsqd never keeps a
+ *   message in flight past `--max-msg-timeout` from its delivery.
+ */
+export class NsqDelivery implements Delivery {
+  readonly #owner: DeliveryOwner;
+  readonly #link: DeliveryLink;
+  readonly #msg: NsqjsMessage;
+  readonly #leaseMs: number;
+  readonly #deliveredAt: number;
+  #leaseUntil: number;
+  #state = HELD;
+  #counted = false;
+  #keepAlive: AbortController | undefined;
+
+  constructor(
+    owner: DeliveryOwner,
+    link: DeliveryLink,
+    msg: NsqjsMessage,
+    readonly queue: string,
+    readonly id: string,
+    readonly body: Uint8Array,
+    readonly headers: Readonly<Headers>,
+    /** The lease nsqd gives the connection (`msg_timeout`), in ms. */
+    leaseMs: number,
+    /** When the message arrived, on `owner.clock`'s monotonic clock. */
+    arrivedAt: number,
+  ) {
+    this.#owner = owner;
+    this.#link = link;
+    this.#msg = msg;
+    this.#leaseMs = leaseMs;
+    this.#deliveredAt = arrivedAt;
+    this.#leaseUntil = leaseEnd(arrivedAt, leaseMs);
+  }
+
+  /** nsqd's `attempts`: how many times this copy was delivered, this one included. */
+  get deliveryCount(): number {
+    return this.#msg.attempts;
+  }
+
+  /** nsqd's id of this copy (16 hex characters). */
+  get nsqId(): string {
+    return this.#msg.id;
+  }
+
+  ack(): Promise<void> {
+    return this.#settle('ack', async () => this.#respond(() => this.#msg.finish()));
+  }
+
+  retryLater(delayMs: number, headers: Headers): Promise<void> {
+    let ms: number;
+    try {
+      ms = checkDelay('retryLater: delayMs', delayMs, MAX_HELD_DELAY_MS);
+      checkHeaders(headers, 'retryLater');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#settle('retryLater', async () => {
+      await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
+      this.#respondAfterCopy('retryLater', () => this.#msg.finish());
+    });
+  }
+
+  deadLetter(errorQueue: string, headers: Headers): Promise<void> {
+    if (typeof errorQueue !== 'string' || errorQueue.length === 0) return Promise.reject(new TypeError('deadLetter: errorQueue must be a non-empty string'));
+    try {
+      checkHeaders(headers, 'deadLetter');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#settle('deadLetter', async () => {
+      await this.#owner.checkErrorQueue(errorQueue);
+      await this.#owner.publishCopy(errorQueue, this.id, this.body, headers, 0, this.#link.address);
+      this.#respondAfterCopy('deadLetter', () => this.#msg.finish());
+    });
+  }
+
+  /** Gives the message back: nsqd offers it again at once (REQ 0), one delivery more. */
+  release(): Promise<void> {
+    return this.#settle('release', async () => this.#respond(() => this.#msg.requeue(0, false)));
+  }
+
+  /**
+   * Keeps the delivery `ms` more milliseconds from other consumers: TOUCH,
+   * which restarts the lease, again every half lease while `ms` is longer
+   * than one, never past nsqd's `--max-msg-timeout` from the delivery.
+   * Never shortens the lease. Rejects with a `DeliveryGoneError` when the
+   * lease had already run out, and an `AlreadySettledError` once settled.
+   */
+  async extendLease(ms: number): Promise<void> {
+    if (this.#state === SETTLED) throw new AlreadySettledError(this.queue, this.id);
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
+      throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
+    }
+    this.#checkHeld('extendLease');
+    this.#touch();
+    this.#keepAlive?.abort();
+    this.#keepAlive = undefined;
+    if (ms > this.#leaseMs) void this.#keepTouching(this.#owner.clock.monotonic() + ms);
+  }
+
+  /** Whether the lease ran out (less the margin for the time on the wire) or the connection closed: nsqd gives the message out again. */
+  leaseExpired(): boolean {
+    return !this.#link.open || this.#owner.clock.monotonic() > this.#leaseUntil;
+  }
+
+  #touch(): void {
+    const now = this.#owner.clock.monotonic();
+    this.#msg.touch();
+    const hardEnd = leaseEnd(this.#deliveredAt, this.#link.maxLeaseMs);
+    this.#leaseUntil = Math.max(this.#leaseUntil, Math.min(leaseEnd(now, this.#leaseMs), hardEnd));
+  }
+
+  async #keepTouching(until: number): Promise<void> {
+    const controller = new AbortController();
+    this.#keepAlive = controller;
+    const clock = this.#owner.clock;
+    while (this.#state !== SETTLED && !controller.signal.aborted && this.#leaseUntil < until) {
+      try {
+        await clock.sleep(Math.max(1, Math.floor(this.#leaseMs / 2)), controller.signal);
+      } catch {
+        return;
+      }
+      if (this.#state === SETTLED || this.leaseExpired()) return;
+      this.#touch();
+    }
+  }
+
+  #checkHeld(operation: string): void {
+    if (!this.#link.open) throw new DeliveryGoneError(operation, this.id, this.queue, 'its connection to nsqd closed');
+    if (this.#owner.clock.monotonic() > this.#leaseUntil) throw new DeliveryGoneError(operation, this.id, this.queue, 'its lease ran out');
+  }
+
+  /** Sends FIN or REQ, which nsqd does not answer; resolves once it is written to the connection. */
+  async #respond(send: () => void): Promise<void> {
+    this.#checkHeld('settle');
+    send();
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+  }
+
+  /**
+   * The FIN after a copy was published. When the connection closed or the
+   * lease ran out meanwhile, nsqd gives the original out again beside the
+   * copy (the duplicate window): the settlement is final all the same.
+   */
+  #respondAfterCopy(operation: string, send: () => void): void {
+    if (this.#link.open && this.#owner.clock.monotonic() <= this.#leaseUntil) send();
+    else throw new DeliveryGoneError(operation, this.id, this.queue, 'its copy was published but its connection closed or lease ran out before the FIN (nsqd gives the original out again: a duplicate)');
+  }
+
+  /**
+   * Settles at most once. A settlement that took effect is final, and so is
+   * one refused because the delivery is gone; one that failed otherwise
+   * (the copy's publish failed) leaves the delivery held, to be settled again.
+   */
+  #settle(operation: string, act: () => Promise<void>): Promise<void> {
+    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
+    this.#keepAlive?.abort();
+    try {
+      this.#checkHeld(operation);
+    } catch (error) {
+      this.#state = SETTLED;
+      this.#uncount();
+      return Promise.reject(error);
+    }
+    this.#state = SETTLING;
+    return act().then(
+      () => {
+        this.#state = SETTLED;
+        this.#uncount();
+      },
+      (error: unknown) => {
+        this.#state = (error as { deliveryGone?: unknown } | null)?.deliveryGone === true ? SETTLED : HELD;
+        this.#uncount();
+        throw error;
+      },
+    );
+  }
+
+  #uncount(): void {
+    if (this.#counted) return;
+    this.#counted = true;
+    this.#owner.settled();
+  }
+}
+
+/** When a lease of `leaseMs` started at `startedAt` (monotonic) is taken as run out on this side: less the shared margin. */
+export function leaseEnd(startedAt: number, leaseMs: number): number {
+  return startedAt + leaseMs - leaseMargin(leaseMs);
+}
+
+function checkHeaders(headers: Headers, what: string): void {
+  if (typeof headers !== 'object' || headers === null) throw new TypeError(`${what}: headers must be an object of strings`);
+  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') throw new TypeError(`${what}: header ${name} must be a string, got ${typeof value}`);
+}

@@ -1,0 +1,86 @@
+/**
+ * Errors raised by the NSQ transport. Each has a distinct `name`, so callers
+ * can tell them apart across package copies without `instanceof`. Input no
+ * retry can fix extends `FatalSendError`, so a `Producer` treats it right by
+ * its brand alone (see `classifyNsqSendError`).
+ */
+import { FatalSendError } from '../../producer/errors.js';
+import type { DeliveryGone } from '../../transport/delivery-gone.js';
+
+/** A message larger than nsqd's `--max-msg-size`, envelope included: refused before it is sent. */
+export class MessageTooLargeError extends FatalSendError {
+  override readonly name: string = 'MessageTooLargeError';
+  constructor(
+    readonly bytes: number,
+    readonly maxMessageBytes: number,
+  ) {
+    super(`nsq: a message of ${bytes} bytes (body and envelope) is larger than nsqd's --max-msg-size (${maxMessageBytes}); it was not sent`);
+  }
+}
+
+/** An operation on a transport after `close()`. */
+export class TransportClosedError extends FatalSendError {
+  override readonly name: string = 'TransportClosedError';
+  constructor(readonly operation: string) {
+    super(`nsq: ${operation} after the transport was closed`);
+  }
+}
+
+/**
+ * A settlement of a delivery whose lease ran out, or whose connection to
+ * nsqd closed: nsqd gives the message out again by itself, so nothing was
+ * changed.
+ */
+export class DeliveryGoneError extends Error implements DeliveryGone {
+  override readonly name: string = 'DeliveryGoneError';
+  readonly deliveryGone = true as const;
+  constructor(
+    readonly operation: string,
+    readonly messageId: string,
+    readonly queue: string,
+    readonly why: string,
+  ) {
+    super(`nsq: ${operation} of message ${messageId} on ${queue} came after ${why} (nsqd gives it out again); nothing changed`);
+  }
+}
+
+/** A second settlement of a delivery already settled (or being settled): nothing changed. */
+export class AlreadySettledError extends Error implements DeliveryGone {
+  override readonly name: string = 'AlreadySettledError';
+  readonly deliveryGone = true as const;
+  constructor(
+    readonly queue: string,
+    readonly messageId: string,
+  ) {
+    super(`nsq: message ${messageId} on ${queue} was already settled; nothing changed`);
+  }
+}
+
+/** nsqd refused a publish for good (`E_BAD_TOPIC`, `E_BAD_MESSAGE`, `E_INVALID`, ...): the reason is nsqd's. */
+export class NsqRefusedError extends FatalSendError {
+  override readonly name: string = 'NsqRefusedError';
+  constructor(
+    readonly code: string,
+    readonly reason: string,
+    readonly address: string,
+  ) {
+    super(`nsq: ${address} refused the message: ${code} ${reason}`);
+  }
+}
+
+/**
+ * A publish nsqd could not take now (`E_PUB_FAILED`, `E_MPUB_FAILED`,
+ * `E_DPUB_FAILED`: nsqd is exiting or its disk queue is unhealthy), or
+ * whose answer never came (a connection that closed, a timeout; nsqd may
+ * hold the message). Worth trying again.
+ */
+export class NsqPublishError extends Error {
+  override readonly name: string = 'NsqPublishError';
+  constructor(
+    readonly code: string | undefined,
+    readonly address: string,
+    message: string,
+  ) {
+    super(`nsq: publish to ${address} failed: ${message}`);
+  }
+}

@@ -1,0 +1,174 @@
+import type { SendErrorKind } from '../../producer/errors.js';
+import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
+import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { wrap } from './codec.js';
+import { ENVELOPE_OVERHEAD, headerBlockBytes } from './envelope.js';
+import { MessageTooLargeError, TransportClosedError } from './errors.js';
+import { checkName } from './names.js';
+import type { NsqNode } from './nodes.js';
+import { NsqNodes } from './nodes.js';
+import { leaseOption, resolveNsqOptions, type NsqTransportOptions, type ResolvedNsqOptions } from './options.js';
+import { classifyNsqSendError } from './send-errors.js';
+import { NsqSubscription } from './subscription.js';
+import { NsqTopology } from './topology.js';
+
+/**
+ * The most bytes a retry or error-queue copy's headers may take in the
+ * envelope: 64 KiB, so that with nsqd's default `--max-msg-size` (1 MiB)
+ * most of a message is left to its body.
+ */
+export const MAX_COPY_HEADER_BYTES = 64 * 1024;
+
+/** The bytes `headers` take in the envelope, with room for the message id and a hop's due time. */
+function envelopeHeaderBytes(headers: Readonly<Headers>): number {
+  return ENVELOPE_OVERHEAD + headerBlockBytes(headers) + 256;
+}
+
+/**
+ * The NSQ transport: a queue is an NSQ topic, read through one channel
+ * (`redeliver` by default) from every nsqd; an error queue is a topic like
+ * any other. NSQ messages have no headers, so redeliver's travel in an
+ * envelope at the front of the body (docs/headers.md).
+ *
+ * - A delivery's lease is the connection's `msg_timeout`; `extendLease` is
+ *   TOUCH; a settlement after the lease ran out is refused here.
+ * - `retryLater` publishes a copy with the new headers by DPUB (nsqd holds
+ *   the delay), confirmed, then FINs the original; `deadLetter` publishes
+ *   to the error topic, then FINs: a duplicate, never a loss, if the FIN
+ *   does not follow. A delay longer than nsqd's `--max-req-timeout` is
+ *   carried in hops: the copy says when it is due, and a consumer that gets
+ *   it early publishes it again with the rest of the delay.
+ * - Consumer flow control is RDY (see `NsqSubscription`).
+ *
+ * Durability is nsqd's: deferred and in-flight messages live in its memory
+ * (docs/nsq.md).
+ */
+export class NsqTransport implements Transport {
+  readonly name = 'nsq';
+  readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: false };
+  /**
+   * Delays past nsqd's `--max-req-timeout` are carried in hops, so any delay
+   * up to 2^31-1 ms is held; the headers of a copy are kept within
+   * {@link MAX_COPY_HEADER_BYTES}.
+   */
+  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS, maxHeaderBytes: MAX_COPY_HEADER_BYTES, headerBytes: envelopeHeaderBytes });
+  /** Topics and channels on every nsqd. */
+  readonly topology: NsqTopology;
+  readonly #options: ResolvedNsqOptions;
+  readonly #nodes: NsqNodes;
+  readonly #subscriptions = new Set<NsqSubscription>();
+  #closed = false;
+
+  /** Checks the options; connects on first use. Throws if an option is invalid. */
+  constructor(options: NsqTransportOptions = {}) {
+    this.#options = resolveNsqOptions(options);
+    this.#nodes = new NsqNodes(this.#options);
+    this.topology = new NsqTopology(this.#nodes, this.#options.channel);
+  }
+
+  /** The channel consumers read through. */
+  get channel(): string {
+    return this.#options.channel;
+  }
+
+  /** The nodes known so far (the `nsqd` option's, and the ones found through nsqlookupd). */
+  get nodes(): NsqNodes {
+    return this.#nodes;
+  }
+
+  /**
+   * Publishes a message to `queue`'s topic on an nsqd (the `nsqd` option's
+   * in turn, else one nsqlookupd lists) and resolves once nsqd answered OK.
+   * Before the first send to a topic on a node, the consumer channel is made
+   * there, so the message waits for consumers that come later. A `delayMs`
+   * is held by nsqd (DPUB), in hops past its `--max-req-timeout`. A message
+   * larger than nsqd's `--max-msg-size` is refused with a
+   * `MessageTooLargeError` before anything is sent.
+   */
+  async send(queue: string, message: OutgoingMessage): Promise<void> {
+    checkQueue(queue, 'send');
+    checkName(queue, 'topic', 'send: queue');
+    if (this.#closed) throw new TransportClosedError('send');
+    const { id, body, headers } = checkMessage(message);
+    const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
+    const node = await this.#nodes.forSend();
+    await this.#publish(node, queue, id, body, headers, delayMs);
+  }
+
+  /** Starts consuming `queue`'s topic through the channel from every nsqd. */
+  async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
+    checkQueue(queue, 'consume');
+    checkName(queue, 'topic', 'consume: queue');
+    checkListener(listener);
+    if (this.#closed) throw new TransportClosedError('consume');
+    const prefetch = checkPrefetch(options?.prefetch, 'consume');
+    const leaseMs = leaseOption('consume: leaseMs', options?.leaseMs, this.#options.leaseMs);
+    const subscription = new NsqSubscription({
+      queue,
+      listener,
+      prefetch,
+      leaseMs,
+      nodes: this.#nodes,
+      options: this.#options,
+      settlement: {
+        publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay),
+        checkErrorQueue: async (errorQueue) => checkName(errorQueue, 'topic', 'deadLetter: errorQueue'),
+      },
+      onClosed: (s) => this.#subscriptions.delete(s),
+    });
+    this.#subscriptions.add(subscription);
+    try {
+      await subscription.open();
+    } catch (error) {
+      await subscription.close();
+      throw error;
+    }
+    return subscription;
+  }
+
+  /** Closes every subscription and publishing connection. Deliveries still unsettled come back to other consumers after their lease. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((s) => s.close()));
+    this.#nodes.close();
+  }
+
+  /** Closes every connection at once, as a failing network would, and says how many (for tests); each opens again. */
+  cut(): number {
+    let cut = 0;
+    for (const s of this.#subscriptions) cut += s.cut();
+    for (const node of this.#nodes.all()) cut += node.publisher.cut();
+    return cut;
+  }
+
+  /** See {@link classifyNsqSendError}. */
+  classifySendError(error: unknown): SendErrorKind {
+    return classifyNsqSendError(error);
+  }
+
+  /**
+   * Publishes one message in its envelope to `topic` on `node`, after
+   * `delayMs`: a delay nsqd holds in one go is a DPUB of it; a longer one
+   * is a DPUB of nsqd's most, with the due time in the envelope.
+   */
+  async #publish(node: NsqNode, topic: string, id: string, body: Uint8Array, headers: Readonly<Headers>, delayMs: number): Promise<void> {
+    const limits = await node.limits();
+    const hop = delayMs > limits.maxDelayMs;
+    const bytes = wrap(id, headers, body, hop ? this.#options.clock.now() + delayMs : undefined);
+    if (bytes.byteLength > limits.maxMessageBytes) throw new MessageTooLargeError(bytes.byteLength, limits.maxMessageBytes);
+    await node.ensureChannel(topic, this.#options.channel);
+    await node.publisher.publish(topic, [bytes], Math.min(delayMs, limits.maxDelayMs));
+  }
+}
+
+function checkMessage(message: OutgoingMessage): OutgoingMessage {
+  if (typeof message !== 'object' || message === null) throw new TypeError('send: message must be an object');
+  const { id, body, headers } = message;
+  if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
+  if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
+  if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
+  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') throw new TypeError(`send: header ${name} must be a string, got ${typeof value}`);
+  return message;
+}
