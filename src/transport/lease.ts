@@ -3,8 +3,16 @@
  * out, from the clock of this process: for `Delivery.leaseExpired`, and to
  * refuse a settlement the broker would take from a lease already lost.
  */
+import { MAX_TIMER_MS } from '../time/clock.js';
 
 /** How much sooner than the broker this side takes a lease as run out: a tenth of it, at most 250 ms, for the time on the wire. */
 export function leaseMargin(leaseMs: number): number {
   return Math.min(250, Math.floor(leaseMs / 10));
+}
+
+/** Throws a RangeError unless `ms`, the argument of `Delivery.extendLease`, is a whole number of milliseconds a timer can wait. */
+export function checkLeaseExtension(ms: unknown): asserts ms is number {
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
+    throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
+  }
 }

@@ -1,7 +1,9 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
-import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import type { Clock } from '../../time/clock.js';
+import { checkErrorQueue, checkHeadersObject } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { AckInfo } from './ack-subject.js';
 import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
@@ -21,9 +23,8 @@ export interface DeliveryOwner {
   settled(): void;
 }
 
-const HELD = 0;
-const SETTLING = 1;
-const SETTLED = 2;
+/** Why a settlement found its delivery gone. */
+const GONE = 'came after its lease ran out (the server gives it out again)';
 
 /**
  * One delivery of a stream message under the consumer's `ack_wait`. The
@@ -43,8 +44,7 @@ export class JetStreamDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
   readonly #ackWaitMs: number;
   #leaseUntil: number;
-  #state = HELD;
-  #counted = false;
+  readonly #once: SettleOnce;
   #keepAlive: AbortController | undefined;
 
   constructor(
@@ -64,6 +64,7 @@ export class JetStreamDelivery implements Delivery {
     this.#owner = owner;
     this.#ackWaitMs = ackWaitMs;
     this.#leaseUntil = leaseEnd(pulledAt, ackWaitMs);
+    this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError('jetstream', names.queue, id) });
   }
 
   get queue(): string {
@@ -93,9 +94,9 @@ export class JetStreamDelivery implements Delivery {
   }
 
   deadLetter(errorQueue: string, headers: Headers): Promise<void> {
-    if (typeof errorQueue !== 'string' || errorQueue.length === 0) return Promise.reject(new TypeError('deadLetter: errorQueue must be a non-empty string'));
     let encoded: MsgHdrs;
     try {
+      checkErrorQueue(errorQueue);
       encoded = encodeNatsHeaders(this.id, checked(headers, 'deadLetter'));
     } catch (error) {
       return Promise.reject(error);
@@ -120,11 +121,9 @@ export class JetStreamDelivery implements Delivery {
    * and an `AlreadySettledError` once settled.
    */
   async extendLease(ms: number): Promise<void> {
-    if (this.#state === SETTLED) throw new AlreadySettledError(this.queue, this.id);
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
-      throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
-    }
-    if (this.#leaseRanOut()) throw new DeliveryGoneError('extendLease', this.id, this.queue);
+    if (this.#once.settled) throw new AlreadySettledError('jetstream', this.queue, this.id);
+    checkLeaseExtension(ms);
+    if (this.#leaseRanOut()) throw new DeliveryGoneError('jetstream', 'extendLease', this.id, this.queue, GONE);
     await this.#workingOn();
     this.#keepAlive?.abort();
     this.#keepAlive = undefined;
@@ -146,10 +145,10 @@ export class JetStreamDelivery implements Delivery {
     const controller = new AbortController();
     this.#keepAlive = controller;
     const clock = this.#owner.clock;
-    while (this.#state !== SETTLED && !controller.signal.aborted && this.#leaseUntil < until) {
+    while (!this.#once.settled && !controller.signal.aborted && this.#leaseUntil < until) {
       try {
         await clock.sleep(Math.max(1, Math.floor(this.#ackWaitMs / 2)), controller.signal);
-        if (this.#state !== SETTLED) await this.#workingOn();
+        if (!this.#once.settled) await this.#workingOn();
       } catch {
         return;
       }
@@ -161,37 +160,20 @@ export class JetStreamDelivery implements Delivery {
   }
 
   /**
-   * Settles at most once. A settlement that took effect is final, and so is
-   * one refused because the lease ran out; one that failed otherwise (the
-   * connection dropped, the server did not answer) leaves the delivery held,
-   * so it can be settled again.
+   * Settles at most once (see {@link SettleOnce}). A settlement that took
+   * effect is final, and so is one refused because the lease ran out; one
+   * that failed otherwise (the connection dropped, the server did not
+   * answer) leaves the delivery held, so it can be settled again.
    */
   #settle(operation: string, act: () => Promise<void>): Promise<void> {
-    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
-    this.#keepAlive?.abort();
-    if (this.#leaseRanOut()) {
-      this.#state = SETTLED;
-      this.#uncount();
-      return Promise.reject(new DeliveryGoneError(operation, this.id, this.queue));
-    }
-    this.#state = SETTLING;
-    return act().then(
+    return this.#once.settle(
       () => {
-        this.#state = SETTLED;
-        this.#uncount();
+        this.#keepAlive?.abort();
+        if (this.#leaseRanOut()) throw new DeliveryGoneError('jetstream', operation, this.id, this.queue, GONE);
       },
-      (error: unknown) => {
-        this.#state = HELD;
-        this.#uncount();
-        throw error;
-      },
+      act,
+      (error) => error instanceof DeliveryGoneError,
     );
-  }
-
-  #uncount(): void {
-    if (this.#counted) return;
-    this.#counted = true;
-    this.#owner.settled();
   }
 }
 
@@ -205,6 +187,6 @@ export function leaseEnd(startedAt: number, ackWaitMs: number): number {
 }
 
 function checked(headers: Headers, what: string): Headers {
-  if (typeof headers !== 'object' || headers === null) throw new TypeError(`${what}: headers must be an object of strings`);
+  checkHeadersObject(headers, `${what}: headers`);
   return headers;
 }

@@ -22,22 +22,13 @@
  * or a consumer consumed, under the transport's prefix.
  */
 import type { StoredMsg, StreamInfo } from '@nats-io/jetstream';
-import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
+import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
-import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { systemClock, type Clock } from '../../time/clock.js';
-import type {
-  BrowseOptions,
-  BulkOptions,
-  BulkSendBackOptions,
-  BulkSummary,
-  ErrorEntry,
-  ErrorQueueOperations,
-  ScanOptions,
-  SendBackOptions,
-} from '../../transport/error-queue.js';
+import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
+import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
+import { checkWorkQueue, sendBackDestination } from '../../transport/send-back.js';
 import { encodeNatsHeaders } from './codec.js';
 import type { JetStreamClients } from './connection.js';
 import { errorEntryOf, sequenceOfKey } from './error-entry.js';
@@ -58,7 +49,7 @@ const DELETE_CONCURRENCY = 64;
 const DELETE_FAILED = new Set([10057, 10043]);
 
 /** Error-queue operations and queue inspection on JetStream, on the transport's connection. */
-export class JetStreamOperations implements ErrorQueueOperations, QueueInspection {
+export class JetStreamOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
   readonly #clients: () => Promise<OperationClients>;
   readonly #names: JetStreamNames;
   readonly #clock: Clock;
@@ -69,6 +60,7 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
    * `redeliver-replayed-at` header. Default the system clock.
    */
   constructor(clients: () => Promise<OperationClients>, names: JetStreamNames, clock: Clock = systemClock) {
+    super();
     this.#clients = clients;
     this.#names = names;
     this.#clock = clock;
@@ -128,16 +120,6 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     }
   }
 
-  /** Sends back each selected entry as the scan reads it, by key; one removed meanwhile is `gone`. */
-  sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
-    return sendBackEachByKey(this, errorQueue, options);
-  }
-
-  /** Deletes each selected entry as the scan reads it, by key; one removed meanwhile is `gone`. */
-  deleteEach(errorQueue: string, options: BulkOptions): Promise<BulkSummary> {
-    return deleteEachByKey(this, errorQueue, options);
-  }
-
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
     const seq = sequenceOfKey(key);
     if (seq === undefined) return undefined;
@@ -162,11 +144,8 @@ export class JetStreamOperations implements ErrorQueueOperations, QueueInspectio
     const message = await this.#read(names, seq);
     if (message === undefined) return undefined;
     const entry = errorEntryOf(errorQueue, names.stream, message);
-    const destination = options.queue ?? failureQueueOf(entry.headers);
-    if (!destination) throw noDestination(entry.messageId);
-    checkDestinationAllowed(destination, errorQueue, entry.messageId, options.allowedQueues);
-    const kind = (await this.queueKinds([destination])).get(destination);
-    if (kind !== 'work') throw new SendBackRefusedError(destination, kind === 'error' ? 'error-queue' : 'missing', entry.messageId);
+    const destination = sendBackDestination(errorQueue, entry.messageId, entry.headers, options);
+    checkWorkQueue(destination, (await this.queueKinds([destination])).get(destination), entry.messageId);
     const target = this.#names.of(destination);
     const { js } = await this.#clients();
     await js.publish(target.subject, entry.body, {

@@ -5,6 +5,7 @@ import { DEFAULTS } from '../../defaults.js';
 import type { Logger } from '../../logger.js';
 import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
+import { leaseOption as sharedLeaseOption, wholeNumberOption } from '../../transport/options.js';
 import { JetStreamNames } from './names.js';
 
 /** Options of a {@link JetStreamTransport}; every field is optional. */
@@ -150,12 +151,9 @@ export function resolveJetStreamOptions(options: JetStreamTransportOptions = {})
 
 /** A lease in milliseconds: `value`, or `fallback` when undefined. The server counts `ack_wait` from 1 ms. */
 export function leaseOption(what: string, value: number | undefined, fallback: number): number {
-  return value === undefined ? fallback : wholeNumber(what, value, 1, MAX_TIMER_MS);
+  return sharedLeaseOption('JetStreamTransport', what, value, fallback);
 }
 
 function wholeNumber(what: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`JetStreamTransport: ${what} must be a whole number from ${min} to ${max}, got ${String(value)}`);
-  }
-  return value;
+  return wholeNumberOption('JetStreamTransport', what, value, min, max);
 }

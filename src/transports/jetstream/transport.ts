@@ -1,6 +1,6 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
 import type { SendErrorKind } from '../../producer/errors.js';
-import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { checkConsume, checkHeadersObject, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { HEADER } from '../../headers/names.js';
@@ -101,7 +101,7 @@ export class JetStreamTransport implements Transport {
    */
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     checkQueue(queue, 'send');
-    if (this.#closed) throw new TransportClosedError('send');
+    this.#checkOpen('send');
     const { id, body, headers } = checkMessage(message);
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     const hdrs = encodeNatsHeaders(id, headers, delayMs > 0 ? { [DELAY_HEADER]: String(delayMs) } : undefined);
@@ -133,10 +133,7 @@ export class JetStreamTransport implements Transport {
   }
 
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
-    checkQueue(queue, 'consume');
-    if (this.#closed) throw new TransportClosedError('consume');
-    checkListener(listener);
-    const prefetch = checkPrefetch(options?.prefetch, 'consume');
+    const prefetch = checkConsume(queue, listener, options, () => this.#checkOpen('consume'));
     const o = this.#options;
     const clients = await this.ready();
     const topology = await this.topology();
@@ -187,6 +184,10 @@ export class JetStreamTransport implements Transport {
   classifySendError(error: unknown): SendErrorKind {
     if (error instanceof TransportClosedError) return 'fatal';
     return classifyJetStreamSendError(error);
+  }
+
+  #checkOpen(operation: string): void {
+    if (this.#closed) throw new TransportClosedError('jetstream', operation);
   }
 
   #reconnected(): void {
@@ -253,6 +254,6 @@ function checkMessage(message: OutgoingMessage): OutgoingMessage {
   const { id, body, headers } = message;
   if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
   if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
-  if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
+  checkHeadersObject(headers, 'send: message headers');
   return message;
 }

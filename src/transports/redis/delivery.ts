@@ -1,6 +1,8 @@
-import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import type { Clock } from '../../time/clock.js';
+import { checkErrorQueue, checkHeaders } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
 import { AlreadySettledError, DeliveryGoneError, SettlementRefusedError } from './errors.js';
@@ -24,11 +26,10 @@ export interface DeliveryOwner {
   heldAfterFailure(free: () => void): void;
 }
 
-const HELD = 0;
-const SETTLING = 1;
-const SETTLED = 2;
-
 const ACTIONS = { a: 'ack', r: 'retryLater', d: 'deadLetter', l: 'release' } as const;
+
+/** Why a settlement found its delivery gone. */
+const GONE = 'found it no longer held by this consumer (lease taken over, already settled, or queue deleted)';
 
 /**
  * One delivery of a stream entry, held in the consumer group's pending
@@ -41,9 +42,7 @@ export class RedisDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
   /** Monotonic time at which this side takes the lease as run out. */
   #leaseUntil: number;
-  #state = HELD;
-  #counted = false;
-  #leaseWatched = false;
+  readonly #once: SettleOnce;
 
   constructor(
     owner: DeliveryOwner,
@@ -61,6 +60,11 @@ export class RedisDelivery implements Delivery {
   ) {
     this.#owner = owner;
     this.#leaseUntil = owner.clock.monotonic() + leaseMs - leaseMargin(leaseMs);
+    this.#once = new SettleOnce({
+      free: () => owner.settled(),
+      alreadySettled: () => new AlreadySettledError('redis', queue, id),
+      heldAfterFailure: (free) => owner.heldAfterFailure(free),
+    });
   }
 
   get deliveryCount(): number {
@@ -80,7 +84,7 @@ export class RedisDelivery implements Delivery {
 
   deadLetter(errorQueue: string, headers: Headers): Promise<void> {
     return this.#settle(() => {
-      if (typeof errorQueue !== 'string' || errorQueue.length === 0) throw new TypeError('deadLetter: errorQueue must be a non-empty string');
+      checkErrorQueue(errorQueue);
       return { kind: 'd', entryId: this.entryId, count: this.pendingCount, errorQueue, headers: checkedHeaders(headers, 'deadLetter') };
     });
   }
@@ -97,12 +101,10 @@ export class RedisDelivery implements Delivery {
    * `AlreadySettledError` once settled.
    */
   async extendLease(ms: number): Promise<void> {
-    if (this.#state === SETTLED) throw new AlreadySettledError(this.queue, this.id);
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
-      throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
-    }
+    if (this.#once.settled) throw new AlreadySettledError('redis', this.queue, this.id);
+    checkLeaseExtension(ms);
     const sentAt = this.#owner.clock.monotonic();
-    if (!(await this.#owner.extend(this.entryId, this.pendingCount, ms))) throw new DeliveryGoneError('extendLease', this.id, this.queue);
+    if (!(await this.#owner.extend(this.entryId, this.pendingCount, ms))) throw new DeliveryGoneError('redis', 'extendLease', this.id, this.queue, GONE);
     this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms - leaseMargin(ms));
   }
 
@@ -112,61 +114,27 @@ export class RedisDelivery implements Delivery {
   }
 
   /**
-   * Settles at most once. A settlement that took effect, or that found the
-   * delivery gone, is final and frees the prefetch slot; one that failed
-   * otherwise (the connection dropped, the server was out of memory) leaves
-   * the delivery held, so it can be settled again, and its slot taken until
-   * the entry's lease runs out.
+   * Settles at most once (see {@link SettleOnce}). A settlement that took
+   * effect, or that found the delivery gone, is final and frees the prefetch
+   * slot; one that failed otherwise (the connection dropped, the server was
+   * out of memory) leaves the delivery held, so it can be settled again, and
+   * its slot taken until the entry's lease runs out.
    */
   #settle(build: () => SettleOp): Promise<void> {
-    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
-    let op: SettleOp;
-    try {
-      op = build();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    this.#state = SETTLING;
-    return this.#owner.settle(op).then(
-      (result) => {
-        if (result === 1) {
-          this.#state = SETTLED;
-          this.#release();
-          return;
-        }
-        if (result === 0) {
-          this.#state = SETTLED;
-          this.#release();
-          throw new DeliveryGoneError(ACTIONS[op.kind], this.id, this.queue);
-        }
-        this.#stillHeld();
-        throw new SettlementRefusedError(ACTIONS[op.kind], this.id, result);
-      },
-      (error: unknown) => {
-        this.#stillHeld();
-        throw error;
-      },
+    return this.#once.settle(
+      build,
+      (op) =>
+        this.#owner.settle(op).then((result) => {
+          if (result === 1) return;
+          if (result === 0) throw new DeliveryGoneError('redis', ACTIONS[op.kind], this.id, this.queue, GONE);
+          throw new SettlementRefusedError('redis', ACTIONS[op.kind], this.id, result);
+        }),
+      (error) => error instanceof DeliveryGoneError,
     );
-  }
-
-  #stillHeld(): void {
-    this.#state = HELD;
-    if (this.#leaseWatched) return;
-    this.#leaseWatched = true;
-    this.#owner.heldAfterFailure(() => this.#release());
-  }
-
-  #release(): void {
-    if (this.#counted) return;
-    this.#counted = true;
-    this.#owner.settled();
   }
 }
 
 function checkedHeaders(headers: Headers, what: string): string {
-  if (typeof headers !== 'object' || headers === null) throw new TypeError(`${what}: headers must be an object of strings`);
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value !== 'string') throw new TypeError(`${what}: header ${name} must be a string, got ${typeof value}`);
-  }
+  checkHeaders(headers, what);
   return encodeHeaders(headers);
 }

@@ -20,22 +20,14 @@
  * (see ./error-entry.ts).
  */
 import type { Redis } from 'ioredis';
-import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
+import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
-import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { systemClock, type Clock } from '../../time/clock.js';
-import type {
-  BrowseOptions,
-  BulkOptions,
-  BulkSendBackOptions,
-  BulkSummary,
-  ErrorEntry,
-  ErrorQueueOperations,
-  ScanOptions,
-  SendBackOptions,
-} from '../../transport/error-queue.js';
+import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
+import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
+import { sendBackDestination } from '../../transport/send-back.js';
 import { decodeEntry, encodeHeaders, MalformedEntryError, type RawEntry, type StreamEntry } from './codec.js';
 import { errorEntryOf, isEntryKey } from './error-entry.js';
 import { GROUP, type RedisKeys } from './keys.js';
@@ -53,7 +45,7 @@ const SKIP_CHUNK = 1_000;
 const DEPTHS_CHUNK = 100;
 
 /** Error-queue operations and queue inspection on Redis, on the transport's command client. */
-export class RedisOperations implements ErrorQueueOperations, QueueInspection {
+export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
   readonly #client: Redis;
   readonly #keys: RedisKeys;
   readonly #scripts: ScriptRunner;
@@ -64,6 +56,7 @@ export class RedisOperations implements ErrorQueueOperations, QueueInspection {
    * `redeliver-replayed-at` header. Default the system clock.
    */
   constructor(client: Redis, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock) {
+    super();
     this.#client = client;
     this.#keys = keys;
     this.#scripts = scripts;
@@ -112,16 +105,6 @@ export class RedisOperations implements ErrorQueueOperations, QueueInspection {
     }
   }
 
-  /** Sends back each selected entry as the scan reads it, by key; one removed meanwhile is `gone`. */
-  sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
-    return sendBackEachByKey(this, errorQueue, options);
-  }
-
-  /** Deletes each selected entry as the scan reads it, by key; one removed meanwhile is `gone`. */
-  deleteEach(errorQueue: string, options: BulkOptions): Promise<BulkSummary> {
-    return deleteEachByKey(this, errorQueue, options);
-  }
-
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
     const raw = await this.#read(errorQueue, key);
     return raw && errorEntryOf(errorQueue, raw);
@@ -138,9 +121,7 @@ export class RedisOperations implements ErrorQueueOperations, QueueInspection {
     const raw = await this.#read(errorQueue, key);
     if (raw === undefined) return undefined;
     const entry = strict(raw);
-    const destination = options.queue ?? failureQueueOf(entry.headers);
-    if (!destination) throw noDestination(entry.id);
-    checkDestinationAllowed(destination, errorQueue, entry.id, options.allowedQueues);
+    const destination = sendBackDestination(errorQueue, entry.id, entry.headers, options);
     const headers = encodeHeaders(replayHeaders(entry.headers, new Date(this.#clock.now())));
     const reply = await this.#scripts.run(
       SEND_BACK,

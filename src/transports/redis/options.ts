@@ -6,6 +6,7 @@ import { DEFAULTS } from '../../defaults.js';
 import type { Logger } from '../../logger.js';
 import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
+import { leaseOption as sharedLeaseOption, wholeNumberOption } from '../../transport/options.js';
 
 /** Options of a {@link RedisTransport}; every field is optional. */
 export interface RedisTransportOptions {
@@ -150,14 +151,11 @@ export function resolveRedisOptions(options: RedisTransportOptions = {}): Resolv
 
 /** A lease in milliseconds: `value`, or `fallback` when undefined. */
 export function leaseOption(what: string, value: number | undefined, fallback: number): number {
-  return value === undefined ? fallback : wholeNumber(what, value, 1, MAX_TIMER_MS);
+  return sharedLeaseOption('RedisTransport', what, value, fallback);
 }
 
 function wholeNumber(what: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`RedisTransport: ${what} must be a whole number from ${min} to ${max}, got ${String(value)}`);
-  }
-  return value;
+  return wholeNumberOption('RedisTransport', what, value, min, max);
 }
 
 function name(what: string, value: unknown): string {

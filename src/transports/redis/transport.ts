@@ -1,4 +1,4 @@
-import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { Redis } from 'ioredis';
 import type { SendErrorKind } from '../../producer/errors.js';
@@ -115,7 +115,7 @@ export class RedisTransport implements Transport {
    */
   async sendBatch(queue: string, messages: readonly OutgoingMessage[]): Promise<void> {
     checkQueue(queue, 'send');
-    if (this.#closed) throw new TransportClosedError('send');
+    this.#checkOpen('send');
     if (!Array.isArray(messages)) throw new TypeError('sendBatch: messages must be an array');
     const encoded = messages.map((m) => this.#encode(m));
     this.#checkServerOnce();
@@ -133,10 +133,7 @@ export class RedisTransport implements Transport {
   }
 
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
-    checkQueue(queue, 'consume');
-    if (this.#closed) throw new TransportClosedError('consume');
-    checkListener(listener);
-    const prefetch = checkPrefetch(options?.prefetch, 'consume');
+    const prefetch = checkConsume(queue, listener, options, () => this.#checkOpen('consume'));
     this.#checkServerOnce();
     const o = this.#options;
     const sub = new RedisSubscription({
@@ -215,6 +212,10 @@ export class RedisTransport implements Transport {
     for (const sub of this.#consumers.get(queue) ?? []) sub.notifyDue(sentAt + delayMs);
   }
 
+  #checkOpen(operation: string): void {
+    if (this.#closed) throw new TransportClosedError('redis', operation);
+  }
+
   #checkServerOnce(): void {
     if (this.#serverChecked === undefined && this.#options.checkServer) void this.serverSettings();
   }
@@ -225,10 +226,7 @@ export class RedisTransport implements Transport {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
     if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
     if (body.byteLength > this.#options.maxMessageBytes) throw new MessageTooLargeError(body.byteLength, this.#options.maxMessageBytes);
-    if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
-    for (const [name, value] of Object.entries(headers)) {
-      if (typeof value !== 'string') throw new TypeError(`send: header ${name} must be a string, got ${typeof value}`);
-    }
+    checkHeaders(headers, 'send', 'send: message headers');
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength), delayMs];
   }

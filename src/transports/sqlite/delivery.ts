@@ -2,8 +2,11 @@ import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
 import type { LeasedRow, WriteOp } from './committer.js';
 import { AlreadySettledError } from './errors.js';
-import { MAX_TIMER_MS, type Clock } from '../../time/clock.js';
+import type { Clock } from '../../time/clock.js';
+import { checkErrorQueue } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
+import { checkLeaseExtension } from '../../transport/lease.js';
+import { SettleOnce } from '../../transport/settle-once.js';
 
 /** What a delivery needs from the consumer that handed it out. */
 export interface DeliveryOwner {
@@ -16,10 +19,6 @@ export interface DeliveryOwner {
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
 }
-
-const HELD = 0;
-const SETTLING = 1;
-const SETTLED = 2;
 
 /** One delivery of a row claimed from SQLite, held under the claim's lease token. */
 export class SqliteDelivery implements Delivery, LeasedRow {
@@ -37,8 +36,7 @@ export class SqliteDelivery implements Delivery, LeasedRow {
   readonly #owner: DeliveryOwner;
   /** When the lease ends at the earliest, on the transport's clock. */
   #leaseUntil: number;
-  #state = HELD;
-  #counted = false;
+  readonly #once: SettleOnce;
 
   constructor(
     owner: DeliveryOwner,
@@ -62,6 +60,7 @@ export class SqliteDelivery implements Delivery, LeasedRow {
     this.headers = headers;
     this.deliveryCount = deliveryCount;
     this.#leaseUntil = leaseUntil;
+    this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError(queue, id) });
   }
 
   ack(): Promise<void> {
@@ -77,9 +76,7 @@ export class SqliteDelivery implements Delivery, LeasedRow {
 
   deadLetter(errorQueue: string, headers: Headers): Promise<void> {
     return this.#settle(() => {
-      if (typeof errorQueue !== 'string' || errorQueue.length === 0) {
-        throw new TypeError('deadLetter: errorQueue must be a non-empty string');
-      }
+      checkErrorQueue(errorQueue);
       return { type: 'deadLetter', row: this, errorQueue, headers: encodeHeaders(headers, 'deadLetter') };
     });
   }
@@ -94,15 +91,12 @@ export class SqliteDelivery implements Delivery, LeasedRow {
    * another consumer has the message, and with `AlreadySettledError` once
    * the delivery is settled.
    */
-  extendLease(ms: number): Promise<void> {
-    if (this.#state === SETTLED) return Promise.reject(new AlreadySettledError(this.queue, this.id));
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
-      return Promise.reject(new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`));
-    }
+  async extendLease(ms: number): Promise<void> {
+    if (this.#once.settled) throw new AlreadySettledError(this.queue, this.id);
+    checkLeaseExtension(ms);
     const sentAt = this.#owner.clock.now();
-    return this.#owner.extend({ type: 'extend', row: this, leaseMs: ms }).then(() => {
-      this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms);
-    });
+    await this.#owner.extend({ type: 'extend', row: this, leaseMs: ms });
+    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms);
   }
 
   /** Whether the lease has run out: another consumer may have claimed the row. */
@@ -111,36 +105,17 @@ export class SqliteDelivery implements Delivery, LeasedRow {
   }
 
   /**
-   * Settles at most once. A settlement that was written, or that found its
-   * lease lost, is final; one that failed for another reason (the database
-   * was busy past its timeout) leaves the delivery held so it can be settled
-   * again.
+   * Settles at most once (see {@link SettleOnce}). A settlement that was
+   * written, or that found its lease lost, is final; one that failed for
+   * another reason (the database was busy past its timeout) leaves the
+   * delivery held so it can be settled again.
    */
   #settle(build: () => WriteOp): Promise<void> {
-    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
-    let op: WriteOp;
-    try {
-      op = build();
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    this.#state = SETTLING;
-    return this.#owner.settle(op).then(
-      () => {
-        this.#state = SETTLED;
-        this.#release();
-      },
-      (error: unknown) => {
-        this.#state = error instanceof Error && error.name === 'LeaseLostError' ? SETTLED : HELD;
-        this.#release();
-        throw error;
-      },
-    );
+    return this.#once.settle(build, (op) => this.#owner.settle(op), isLeaseLost);
   }
+}
 
-  #release(): void {
-    if (this.#counted) return;
-    this.#counted = true;
-    this.#owner.settled();
-  }
+/** Whether a settlement failed because another consumer has the message (a `LeaseLostError`). */
+function isLeaseLost(error: unknown): boolean {
+  return error instanceof Error && error.name === 'LeaseLostError';
 }

@@ -1,20 +1,11 @@
 import type Database from 'better-sqlite3';
-import { failureQueueOf, replayHeaders } from '../../headers/replay.js';
-import { checkDestinationAllowed, noDestination, SendBackRefusedError } from '../../operations/send-back-destination.js';
+import { replayHeaders } from '../../headers/replay.js';
 import type { Clock } from '../../time/clock.js';
-import { deleteEachByKey, sendBackEachByKey } from '../../operations/bulk.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
-import type {
-  BrowseOptions,
-  BulkOptions,
-  BulkSendBackOptions,
-  BulkSummary,
-  ErrorEntry,
-  ErrorQueueOperations,
-  ScanOptions,
-  SendBackOptions,
-} from '../../transport/error-queue.js';
+import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
 import type { QueueDepth, QueueKind, QueueInspection } from '../../transport/inspection.js';
+import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
+import { checkWorkQueue, sendBackDestination } from '../../transport/send-back.js';
 import { nextTurn, writeWhenFree } from './busy.js';
 import { parseHeaders } from './codec.js';
 
@@ -49,7 +40,7 @@ interface DepthRow {
  * `busyTimeoutMs`, and a purge deletes in chunks of {@link PURGE_CHUNK} entries, one short transaction
  * each, so workers on the same file keep committing while it runs.
  */
-export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
+export class SqliteOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
   readonly #onQueued: (queue: string, dueAt: number) => void;
@@ -70,6 +61,7 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   readonly #deleteRows: (queue: string, seqs: readonly number[]) => number;
 
   constructor(db: Database.Database, clock: Clock, busyTimeoutMs: number, onQueued: (queue: string, dueAt: number) => void) {
+    super();
     this.#clock = clock;
     this.#busyTimeoutMs = busyTimeoutMs;
     this.#onQueued = onQueued;
@@ -108,12 +100,8 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
         const row = this.#one.get(queue, seq);
         if (!row) return undefined;
         const headers = parseHeaders(row.headers);
-        const destination = options.queue ?? failureQueueOf(headers);
-        if (!destination) throw noDestination(row.id);
-        checkDestinationAllowed(destination, queue, row.id, options.allowedQueues);
-        const kind = this.#kind.get(destination);
-        if (kind === 'error') throw new SendBackRefusedError(destination, 'error-queue', row.id);
-        if (kind === undefined) throw new SendBackRefusedError(destination, 'missing', row.id);
+        const destination = sendBackDestination(queue, row.id, headers, options);
+        checkWorkQueue(destination, queueKindOf(this.#kind.get(destination)), row.id);
         const now = this.#clock.now();
         this.#insert.run(destination, row.id, row.body, JSON.stringify(replayHeaders(headers, new Date(now))), now, now);
         this.#delete.run(queue, seq);
@@ -148,16 +136,6 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
       yield rows.map((row) => entry(errorQueue, row));
       if (rows.length < pageSize) return;
     }
-  }
-
-  /** Sends back each selected entry in its own transaction as the scan reads it; one removed meanwhile is `gone`. */
-  sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
-    return sendBackEachByKey(this, errorQueue, options);
-  }
-
-  /** Deletes each selected entry as the scan reads it; one removed meanwhile is `gone`. */
-  deleteEach(errorQueue: string, options: BulkOptions): Promise<BulkSummary> {
-    return deleteEachByKey(this, errorQueue, options);
   }
 
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
@@ -217,10 +195,7 @@ export class SqliteOperations implements ErrorQueueOperations, QueueInspection {
   }
 
   async queueKinds(queues: readonly string[]): Promise<ReadonlyMap<string, QueueKind>> {
-    return new Map(queues.map((queue) => {
-      const kind = this.#kind.get(queue);
-      return [queue, kind === undefined ? 'missing' : kind === 'error' ? 'error' : 'work'] as const;
-    }));
+    return new Map(queues.map((queue) => [queue, queueKindOf(this.#kind.get(queue))] as const));
   }
 }
 
@@ -230,6 +205,11 @@ function entry(errorQueue: string, row: ErrorRow): ErrorEntry {
 
 function depth(row: DepthRow, kind: 'work' | 'error'): QueueDepth {
   return { queue: row.queue, kind, ready: row.ready ?? 0, delayed: row.delayed ?? 0, inFlight: row.inFlight ?? 0 };
+}
+
+/** What a queue is, by its `kind` in the `queues` table (undefined: no such queue). */
+function queueKindOf(kind: string | undefined): QueueKind {
+  return kind === undefined ? 'missing' : kind === 'error' ? 'error' : 'work';
 }
 
 function parseKey(key: string): number | undefined {

@@ -1,4 +1,4 @@
-import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { checkConsume, checkQueue } from '../../transport/arguments.js';
 import type Database from 'better-sqlite3';
 import type {
   ConsumeOptions,
@@ -120,10 +120,9 @@ export class SqliteTransport implements Transport {
   }
 
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
-    checkQueue(queue, 'consume');
-    if (this.#closed) throw new TransportClosedError('consume');
-    checkListener(listener);
-    const prefetch = checkPrefetch(options?.prefetch, 'consume');
+    const prefetch = checkConsume(queue, listener, options, () => {
+      if (this.#closed) throw new TransportClosedError('consume');
+    });
     const o = this.#options;
     const leaseMs = leaseOption('consume leaseMs', options.leaseMs, o.leaseMs);
     // Consuming a queue makes it exist in the file, as sending to it does: an operator may send messages back to it.
