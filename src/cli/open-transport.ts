@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Transport } from '../transport/types.js';
+import { parseNsqTarget } from './nsq-target.js';
 
 /** Thrown for a command-line input that cannot work; the CLI prints it and exits with code 2. */
 export class UsageError extends Error {
@@ -23,7 +24,7 @@ export const RABBITMQ_PREFIX_ENV = 'REDELIVER_RABBITMQ_PREFIX';
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
 /** What the commands take as a target, for messages that list them. */
-const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL or a nats:// URL';
+const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target';
 
 /**
  * The target a command works on: `target` itself, or `$REDELIVER_URL` when
@@ -45,11 +46,13 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
  * prefix `env.REDELIVER_RABBITMQ_PREFIX`, or the default), a `redis://` or `rediss://` URL is Redis (its keys under the
  * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), a `nats://` URL is
  * NATS JetStream (its streams under the prefix `env.REDELIVER_NATS_PREFIX`,
- * or the default), anything else a SQLite file, which must exist.
+ * or the default), an `nsq://` target is NSQ (see `parseNsqTarget`),
+ * anything else a SQLite file, which must exist.
  */
 export async function openTransport(target: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<Transport> {
   if (/^rediss?:\/\//i.test(target)) return openRedis(target, env[REDIS_PREFIX_ENV]);
   if (/^nats:\/\//i.test(target)) return openJetStream(target, env[NATS_PREFIX_ENV]);
+  if (/^nsq:\/\//i.test(target)) return openNsq(target);
   if (/^amqps?:\/\//i.test(target)) {
     let module: typeof import('../transports/rabbitmq/index.js');
     try {
@@ -65,7 +68,7 @@ export async function openTransport(target: string, env: Readonly<Record<string,
       throw error;
     }
   }
-  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL, a redis:// URL or a nats:// URL)`);
+  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target)`);
   const { SqliteTransport } = await import('../transports/sqlite/index.js');
   return new SqliteTransport({ path: target });
 }
@@ -112,6 +115,17 @@ function firstConnection(client: import('ioredis').Redis): Promise<void> {
     client.once('ready', ready);
     client.once('error', failed);
   });
+}
+
+async function openNsq(target: string): Promise<Transport> {
+  const { nsqd, lookupd, httpAddresses } = parseNsqTarget(target);
+  let module: typeof import('../transports/nsq/index.js');
+  try {
+    module = await import('../transports/nsq/index.js');
+  } catch (error) {
+    throw new UsageError(`NSQ needs the nsqjs package: npm install nsqjs (${(error as Error).message})`);
+  }
+  return new module.NsqTransport({ nsqd, lookupd, httpAddresses, connectionName: 'redeliver-cli' });
 }
 
 async function openJetStream(url: string, prefix: string | undefined): Promise<Transport> {
