@@ -1,7 +1,7 @@
 /**
  * The short fault suite inside `npm test`: the cheapest scenarios, with few
- * messages, on SQLite, on a RabbitMQ node, on a Redis server and on a NATS
- * server of the test's own. Each must lose nothing. The whole suite is
+ * messages, on SQLite, on a RabbitMQ node, on a Redis server, on a NATS
+ * server and on an nsqd of the test's own. Each must lose nothing. The whole suite is
  * `npm run faults`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,9 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { natsNodeSkipReason } from '../support/nats-node.js';
+import { nsqNodeSkipReason } from '../support/nsq-node.js';
 import { rabbitNodeSkipReason } from '../support/rabbit-node.js';
 import { redisNodeSkipReason } from '../support/redis-node.js';
 import { JetStreamFaultAdapter } from './adapters/jetstream.js';
+import { NsqFaultAdapter } from './adapters/nsq.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
@@ -81,5 +83,20 @@ describe.skipIf(Boolean(natsNodeSkipReason()))('fault suite, short: JetStream on
 
   it('loses nothing when the server is killed -9 with over 1,000 delayed retries pending', async () => {
     await expectNoLoss(jetstream, 'broker-kill');
+  }, 240_000);
+});
+
+describe.skipIf(Boolean(nsqNodeSkipReason()))('fault suite, short: NSQ on nsqd of its own', () => {
+  // Ports 4270-4275: apart from `npm run faults` (4250-4265) and the bench (4290-4293).
+  const nsq = new NsqFaultAdapter({ basePort: 4270 });
+  beforeAll(() => nsq.start());
+  afterAll(() => nsq.stop(), 60_000);
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(nsq, 'worker-kill');
+  }, 120_000);
+
+  it('loses nothing when connections are cut three times with delayed retries pending', async () => {
+    await expectNoLoss(nsq, 'connection-cut');
   }, 240_000);
 });
