@@ -122,9 +122,14 @@ export class NsqFaultAdapter implements FaultAdapter {
       const address = `127.0.0.1:${proxy.port}`;
       spec = (role) => ({ kind: 'nsq', nsqd: [address], httpAddresses: { [address]: nodes.httpAddress(1) }, connectionName: `${label}-${role}` });
     }
-    // The harness's own transport, to ingest the error queue: connected to nsqd itself, so no cut reaches it.
-    const harness = openSpec({ kind: 'nsq', nsqd: [nodes.tcpAddress(1)], httpAddresses: direct(1), connectionName: `${label}-harness` });
     const nodeList = options.discovery ? [1, 2] : [1];
+    // The harness's own transport, to ingest the error queue from every node of the scope: connected to nsqd itself, so no cut reaches it.
+    const harness = openSpec({
+      kind: 'nsq',
+      nsqd: nodeList.map((node) => nodes.tcpAddress(node)),
+      httpAddresses: Object.assign({}, ...nodeList.map(direct)) as Record<string, string>,
+      connectionName: `${label}-harness`,
+    });
     return {
       label,
       queue,
