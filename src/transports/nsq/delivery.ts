@@ -1,7 +1,9 @@
 import type { Clock } from '../../time/clock.js';
-import { MAX_TIMER_MS } from '../../time/clock.js';
+import { checkErrorQueue, checkHeaders } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { leaseMargin } from '../../transport/lease.js';
+import { isDeliveryGone } from '../../transport/delivery-gone.js';
+import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { AlreadySettledError, DeliveryGoneError } from './errors.js';
 import type { NsqjsMessage } from './nsqjs.js';
@@ -27,10 +29,6 @@ export interface DeliveryLink {
   readonly maxLeaseMs: number;
 }
 
-const HELD = 0;
-const SETTLING = 1;
-const SETTLED = 2;
-
 /**
  * One delivery of an NSQ message, in flight on the connection it arrived
  * on for the lease (the connection's `msg_timeout`). nsqd takes a FIN or
@@ -52,9 +50,8 @@ export class NsqDelivery implements Delivery {
   readonly #msg: NsqjsMessage;
   readonly #leaseMs: number;
   readonly #deliveredAt: number;
+  readonly #once: SettleOnce;
   #leaseUntil: number;
-  #state = HELD;
-  #counted = false;
   #keepAlive: AbortController | undefined;
 
   constructor(
@@ -76,6 +73,7 @@ export class NsqDelivery implements Delivery {
     this.#leaseMs = leaseMs;
     this.#deliveredAt = arrivedAt;
     this.#leaseUntil = leaseEnd(arrivedAt, leaseMs);
+    this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError('nsq', queue, id) });
   }
 
   /** nsqd's `attempts`: how many times this copy was delivered, this one included. */
@@ -107,8 +105,8 @@ export class NsqDelivery implements Delivery {
   }
 
   deadLetter(errorQueue: string, headers: Headers): Promise<void> {
-    if (typeof errorQueue !== 'string' || errorQueue.length === 0) return Promise.reject(new TypeError('deadLetter: errorQueue must be a non-empty string'));
     try {
+      checkErrorQueue(errorQueue);
       checkHeaders(headers, 'deadLetter');
     } catch (error) {
       return Promise.reject(error);
@@ -133,10 +131,8 @@ export class NsqDelivery implements Delivery {
    * lease had already run out, and an `AlreadySettledError` once settled.
    */
   async extendLease(ms: number): Promise<void> {
-    if (this.#state === SETTLED) throw new AlreadySettledError(this.queue, this.id);
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TIMER_MS) {
-      throw new RangeError(`extendLease: ms must be a whole number from 1 to ${MAX_TIMER_MS}, got ${String(ms)}`);
-    }
+    if (this.#once.settled) throw new AlreadySettledError('nsq', this.queue, this.id);
+    checkLeaseExtension(ms);
     this.#checkHeld('extendLease');
     this.#touch();
     this.#keepAlive?.abort();
@@ -160,20 +156,20 @@ export class NsqDelivery implements Delivery {
     const controller = new AbortController();
     this.#keepAlive = controller;
     const clock = this.#owner.clock;
-    while (this.#state !== SETTLED && !controller.signal.aborted && this.#leaseUntil < until) {
+    while (!this.#once.settled && !controller.signal.aborted && this.#leaseUntil < until) {
       try {
         await clock.sleep(Math.max(1, Math.floor(this.#leaseMs / 2)), controller.signal);
       } catch {
         return;
       }
-      if (this.#state === SETTLED || this.leaseExpired()) return;
+      if (this.#once.settled || this.leaseExpired()) return;
       this.#touch();
     }
   }
 
   #checkHeld(operation: string): void {
-    if (!this.#link.open) throw new DeliveryGoneError(operation, this.id, this.queue, 'its connection to nsqd closed');
-    if (this.#owner.clock.monotonic() > this.#leaseUntil) throw new DeliveryGoneError(operation, this.id, this.queue, 'its lease ran out');
+    if (!this.#link.open) throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'came after its connection to nsqd closed (nsqd gives it out again)');
+    if (this.#owner.clock.monotonic() > this.#leaseUntil) throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'came after its lease ran out (nsqd gives it out again)');
   }
 
   /** Sends FIN or REQ, which nsqd does not answer; resolves once it is written to the connection. */
@@ -190,51 +186,20 @@ export class NsqDelivery implements Delivery {
    */
   #respondAfterCopy(operation: string, send: () => void): void {
     if (this.#link.open && this.#owner.clock.monotonic() <= this.#leaseUntil) send();
-    else throw new DeliveryGoneError(operation, this.id, this.queue, 'its copy was published but its connection closed or lease ran out before the FIN (nsqd gives the original out again: a duplicate)');
+    else throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'published its copy, but its connection closed or its lease ran out before the FIN: nsqd gives the original out again too (a duplicate)');
   }
 
   /**
-   * Settles at most once. A settlement that took effect is final, and so is
-   * one refused because the delivery is gone; one that failed otherwise
-   * (the copy's publish failed) leaves the delivery held, to be settled again.
+   * Settles at most once (see `SettleOnce`). A delivery whose lease ran out
+   * or whose connection closed is gone: the settlement is refused and final.
    */
   #settle(operation: string, act: () => Promise<void>): Promise<void> {
-    if (this.#state !== HELD) return Promise.reject(new AlreadySettledError(this.queue, this.id));
     this.#keepAlive?.abort();
-    try {
-      this.#checkHeld(operation);
-    } catch (error) {
-      this.#state = SETTLED;
-      this.#uncount();
-      return Promise.reject(error);
-    }
-    this.#state = SETTLING;
-    return act().then(
-      () => {
-        this.#state = SETTLED;
-        this.#uncount();
-      },
-      (error: unknown) => {
-        this.#state = (error as { deliveryGone?: unknown } | null)?.deliveryGone === true ? SETTLED : HELD;
-        this.#uncount();
-        throw error;
-      },
-    );
-  }
-
-  #uncount(): void {
-    if (this.#counted) return;
-    this.#counted = true;
-    this.#owner.settled();
+    return this.#once.settle(() => this.#checkHeld(operation), act, isDeliveryGone);
   }
 }
 
 /** When a lease of `leaseMs` started at `startedAt` (monotonic) is taken as run out on this side: less the shared margin. */
 export function leaseEnd(startedAt: number, leaseMs: number): number {
   return startedAt + leaseMs - leaseMargin(leaseMs);
-}
-
-function checkHeaders(headers: Headers, what: string): void {
-  if (typeof headers !== 'object' || headers === null) throw new TypeError(`${what}: headers must be an object of strings`);
-  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') throw new TypeError(`${what}: header ${name} must be a string, got ${typeof value}`);
 }

@@ -2,10 +2,11 @@
  * Errors raised by the NSQ transport. Each has a distinct `name`, so callers
  * can tell them apart across package copies without `instanceof`. Input no
  * retry can fix extends `FatalSendError`, so a `Producer` treats it right by
- * its brand alone (see `classifyNsqSendError`).
+ * its brand alone (see `classifyNsqSendError`). The closed, gone and
+ * already-settled errors are the ones every transport shares.
  */
+export { TransportClosedError, DeliveryGoneError, AlreadySettledError } from '../../transport/errors.js';
 import { FatalSendError } from '../../producer/errors.js';
-import type { DeliveryGone } from '../../transport/delivery-gone.js';
 
 /** A message larger than nsqd's `--max-msg-size`, envelope included: refused before it is sent. */
 export class MessageTooLargeError extends FatalSendError {
@@ -15,44 +16,6 @@ export class MessageTooLargeError extends FatalSendError {
     readonly maxMessageBytes: number,
   ) {
     super(`nsq: a message of ${bytes} bytes (body and envelope) is larger than nsqd's --max-msg-size (${maxMessageBytes}); it was not sent`);
-  }
-}
-
-/** An operation on a transport after `close()`. */
-export class TransportClosedError extends FatalSendError {
-  override readonly name: string = 'TransportClosedError';
-  constructor(readonly operation: string) {
-    super(`nsq: ${operation} after the transport was closed`);
-  }
-}
-
-/**
- * A settlement of a delivery whose lease ran out, or whose connection to
- * nsqd closed: nsqd gives the message out again by itself, so nothing was
- * changed.
- */
-export class DeliveryGoneError extends Error implements DeliveryGone {
-  override readonly name: string = 'DeliveryGoneError';
-  readonly deliveryGone = true as const;
-  constructor(
-    readonly operation: string,
-    readonly messageId: string,
-    readonly queue: string,
-    readonly why: string,
-  ) {
-    super(`nsq: ${operation} of message ${messageId} on ${queue} came after ${why} (nsqd gives it out again); nothing changed`);
-  }
-}
-
-/** A second settlement of a delivery already settled (or being settled): nothing changed. */
-export class AlreadySettledError extends Error implements DeliveryGone {
-  override readonly name: string = 'AlreadySettledError';
-  readonly deliveryGone = true as const;
-  constructor(
-    readonly queue: string,
-    readonly messageId: string,
-  ) {
-    super(`nsq: message ${messageId} on ${queue} was already settled; nothing changed`);
   }
 }
 

@@ -3,6 +3,7 @@ import type { Backoff } from '../../backoff/types.js';
 import type { Logger } from '../../logger.js';
 import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
+import { leaseOption, wholeNumberOption } from '../../transport/options.js';
 import { checkName } from './names.js';
 
 /** Options of an {@link NsqTransport}; every field is optional. */
@@ -104,17 +105,12 @@ export function resolveNsqOptions(options: NsqTransportOptions = {}): ResolvedNs
     connectionBackoff: backoff,
     publishTimeoutMs: whole('publishTimeoutMs', options.publishTimeoutMs ?? NSQ_DEFAULTS.publishTimeoutMs, 1, MAX_TIMER_MS),
     heartbeatMs: whole('heartbeatMs', options.heartbeatMs ?? NSQ_DEFAULTS.heartbeatMs, 1_000, 60_000),
-    leaseMs: leaseOption('leaseMs', options.leaseMs, NSQ_DEFAULTS.leaseMs),
+    leaseMs: leaseOption('NsqTransport', 'leaseMs', options.leaseMs, NSQ_DEFAULTS.leaseMs),
     rdyRotateMs: whole('rdyRotateMs', options.rdyRotateMs ?? NSQ_DEFAULTS.rdyRotateMs, 1, MAX_TIMER_MS),
     clock: options.clock ?? systemClock,
     random: options.random ?? systemRandom,
     logger: options.logger,
   };
-}
-
-/** A lease in milliseconds: `value`, or `fallback` when undefined. nsqd counts `msg_timeout` from 1 ms. */
-export function leaseOption(what: string, value: number | undefined, fallback: number): number {
-  return value === undefined ? fallback : whole(what, value, 1, MAX_TIMER_MS);
 }
 
 /** The HTTP address of nsqd `tcp`: as `httpAddresses` says, else the next port on the same host. */
@@ -143,8 +139,5 @@ function addresses(what: string, value: readonly string[]): string[] {
 }
 
 function whole(what: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`NsqTransport: ${what} must be a whole number from ${min} to ${max}, got ${String(value)}`);
-  }
-  return value;
+  return wholeNumberOption('NsqTransport', what, value, min, max);
 }

@@ -35,6 +35,14 @@ export interface SubscriptionOptions {
 
 type State = 'running' | 'paused' | 'closed';
 
+/**
+ * How long a closed subscription keeps its connections open after RDY 0,
+ * to give back (REQ 0) messages nsqd sent before it read the RDY 0. A
+ * message that arrived on a connection already closed would wait out its
+ * whole lease in nsqd before another consumer could have it.
+ */
+export const CLOSE_GRACE_MS = 250;
+
 /** A message received while there was no room for it. */
 interface Waiting {
   readonly link: LinkConnection;
@@ -55,6 +63,7 @@ export class NsqSubscription implements Subscription {
   #held = 0;
   #rotation = 0;
   #warnedPlain = false;
+  #graceOver = false;
 
   constructor(options: SubscriptionOptions) {
     this.#o = options;
@@ -66,7 +75,8 @@ export class NsqSubscription implements Subscription {
       clock: this.#clock,
       settled: () => {
         this.#held -= 1;
-        this.#handOutWaiting();
+        if (this.#state === 'closed' && this.#held === 0 && this.#graceOver) this.#disconnect();
+        else this.#handOutWaiting();
       },
     };
   }
@@ -113,14 +123,34 @@ export class NsqSubscription implements Subscription {
     this.#handOutWaiting();
   }
 
+  /**
+   * Stops for good: RDY 0 everywhere, messages not handed out go back (REQ
+   * 0). Deliveries handed out may still be settled: the connections close
+   * once the last is settled, or when their lease has run out.
+   */
   async close(): Promise<void> {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
     this.#stopping.abort();
     for (const link of this.#links.values()) link.current?.setRdy(0);
     this.#giveBackWaiting();
-    for (const link of this.#links.values()) link.close();
     this.#o.onClosed(this);
+    const leaseMs = Math.max(0, ...[...this.#links.values()].map((l) => l.current?.msgTimeoutMs ?? 0));
+    void this.#clock.sleep(CLOSE_GRACE_MS).then(() => {
+      this.#graceOver = true;
+      if (this.#held === 0) this.#disconnect();
+      else void this.#clock.sleep(leaseMs).then(() => this.#disconnect());
+    });
+  }
+
+  /** Closes every connection now, deliveries still held or not (the transport is closing). */
+  disconnect(): void {
+    if (this.#state !== 'closed') void this.close();
+    this.#disconnect();
+  }
+
+  #disconnect(): void {
+    for (const link of this.#links.values()) link.close();
   }
 
   async #discover(): Promise<void> {

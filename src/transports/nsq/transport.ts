@@ -1,14 +1,15 @@
 import type { SendErrorKind } from '../../producer/errors.js';
-import { checkListener, checkPrefetch, checkQueue } from '../../transport/arguments.js';
+import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
+import { leaseOption } from '../../transport/options.js';
 import { wrap } from './codec.js';
 import { ENVELOPE_OVERHEAD, headerBlockBytes } from './envelope.js';
 import { MessageTooLargeError, TransportClosedError } from './errors.js';
 import { checkName } from './names.js';
 import type { NsqNode } from './nodes.js';
 import { NsqNodes } from './nodes.js';
-import { leaseOption, resolveNsqOptions, type NsqTransportOptions, type ResolvedNsqOptions } from './options.js';
+import { resolveNsqOptions, type NsqTransportOptions, type ResolvedNsqOptions } from './options.js';
 import { classifyNsqSendError } from './send-errors.js';
 import { NsqSubscription } from './subscription.js';
 import { NsqTopology } from './topology.js';
@@ -89,7 +90,7 @@ export class NsqTransport implements Transport {
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     checkQueue(queue, 'send');
     checkName(queue, 'topic', 'send: queue');
-    if (this.#closed) throw new TransportClosedError('send');
+    if (this.#closed) throw new TransportClosedError('nsq', 'send');
     const { id, body, headers } = checkMessage(message);
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     const node = await this.#nodes.forSend();
@@ -98,12 +99,11 @@ export class NsqTransport implements Transport {
 
   /** Starts consuming `queue`'s topic through the channel from every nsqd. */
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
-    checkQueue(queue, 'consume');
+    const prefetch = checkConsume(queue, listener, options, () => {
+      if (this.#closed) throw new TransportClosedError('nsq', 'consume');
+    });
     checkName(queue, 'topic', 'consume: queue');
-    checkListener(listener);
-    if (this.#closed) throw new TransportClosedError('consume');
-    const prefetch = checkPrefetch(options?.prefetch, 'consume');
-    const leaseMs = leaseOption('consume: leaseMs', options?.leaseMs, this.#options.leaseMs);
+    const leaseMs = leaseOption('NsqTransport', 'consume: leaseMs', options?.leaseMs, this.#options.leaseMs);
     const subscription = new NsqSubscription({
       queue,
       listener,
@@ -131,7 +131,9 @@ export class NsqTransport implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await Promise.all([...this.#subscriptions].map((s) => s.close()));
+    const subscriptions = [...this.#subscriptions];
+    await Promise.all(subscriptions.map((s) => s.close()));
+    for (const s of subscriptions) s.disconnect();
     this.#nodes.close();
   }
 
@@ -168,7 +170,6 @@ function checkMessage(message: OutgoingMessage): OutgoingMessage {
   const { id, body, headers } = message;
   if (typeof id !== 'string' || id.length === 0) throw new TypeError('send: message id must be a non-empty string');
   if (!(body instanceof Uint8Array)) throw new TypeError('send: message body must be a Uint8Array');
-  if (typeof headers !== 'object' || headers === null) throw new TypeError('send: message headers must be an object of strings');
-  for (const [name, value] of Object.entries(headers)) if (typeof value !== 'string') throw new TypeError(`send: header ${name} must be a string, got ${typeof value}`);
+  checkHeaders(headers, 'send', 'send: message headers');
   return message;
 }
