@@ -265,6 +265,8 @@ function readIds(address: string, topic: string, channel: string): Promise<strin
       arm();
     });
     reader.on('error', (error) => {
+      // A FIN refused for a message no longer in flight (its timeout ran out and it came back) is read again; not a failure of the read.
+      if (error.message.includes('E_FIN_FAILED')) return;
       clearTimeout(idle);
       reader.close();
       reject(error);
