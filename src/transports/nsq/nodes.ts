@@ -108,6 +108,20 @@ export class NsqNodes {
     return [...found.values()];
   }
 
+  /** Every node: the `nsqd` option's, and every node an nsqlookupd lists. */
+  async known(): Promise<NsqNode[]> {
+    const found = new Set(this.#options.nsqd.map((a) => this.node(a)));
+    const answers = await Promise.allSettled(this.#lookupd.map((l) => l.nodes()));
+    for (const answer of answers) {
+      if (answer.status !== 'fulfilled') continue;
+      for (const producer of answer.value) {
+        const { tcp, http } = producerAddresses(producer);
+        found.add(this.node(tcp, http));
+      }
+    }
+    return [...found];
+  }
+
   /** The node the next send goes to: the `nsqd` option's in turn, else the nodes nsqlookupd knows in turn. */
   async forSend(): Promise<NsqNode> {
     let candidates = this.#options.nsqd.map((a) => this.node(a));

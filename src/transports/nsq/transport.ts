@@ -9,6 +9,7 @@ import { MessageTooLargeError, TransportClosedError } from './errors.js';
 import { checkName } from './names.js';
 import type { NsqNode } from './nodes.js';
 import { NsqNodes } from './nodes.js';
+import { NsqOperations } from './operations.js';
 import { resolveNsqOptions, type NsqTransportOptions, type ResolvedNsqOptions } from './options.js';
 import { classifyNsqSendError } from './send-errors.js';
 import { NsqSubscription } from './subscription.js';
@@ -59,6 +60,7 @@ export class NsqTransport implements Transport {
   readonly #options: ResolvedNsqOptions;
   readonly #nodes: NsqNodes;
   readonly #subscriptions = new Set<NsqSubscription>();
+  readonly #operations: NsqOperations;
   #closed = false;
 
   /** Checks the options; connects on first use. Throws if an option is invalid. */
@@ -66,6 +68,29 @@ export class NsqTransport implements Transport {
     this.#options = resolveNsqOptions(options);
     this.#nodes = new NsqNodes(this.#options);
     this.topology = new NsqTopology(this.#nodes, this.#options.channel);
+    const o = this.#options;
+    this.#operations = new NsqOperations({
+      nodes: async () => (await this.#nodes.known()).map((n) => ({ tcp: n.address, http: n.http })),
+      channel: o.channel,
+      connectionName: o.connectionName,
+      clock: o.clock,
+      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      publish: async (topic, bytes, node) => {
+        const target = this.#nodes.node(node.tcp);
+        await target.ensureChannel(topic, o.channel);
+        await target.publisher.publish(topic, [Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)]);
+      },
+    });
+  }
+
+  /** Browse, replay and delete error-queue entries (see ./operations.ts). */
+  get errorQueue(): NsqOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths from nsqd's `/stats`. */
+  get inspection(): NsqOperations {
+    return this.#operations;
   }
 
   /** The channel consumers read through. */
@@ -113,7 +138,12 @@ export class NsqTransport implements Transport {
       options: this.#options,
       settlement: {
         publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay),
-        checkErrorQueue: async (errorQueue) => checkName(errorQueue, 'topic', 'deadLetter: errorQueue'),
+        checkErrorQueue: async (errorQueue) => {
+          checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
+          // The error store and the operations read error topics through a channel of their own: it must hold every entry.
+          const nodes = await this.#nodes.known();
+          await Promise.all(nodes.map((n) => n.ensureChannel(errorQueue, this.#operations.errorChannel)));
+        },
       },
       onClosed: (s) => this.#subscriptions.delete(s),
     });
