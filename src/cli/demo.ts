@@ -7,8 +7,10 @@ import { Producer } from '../producer/producer.js';
 import { seededRandom } from '../time/random.js';
 import { SqliteTransport } from '../transports/sqlite/index.js';
 import type { JetStreamTransport } from '../transports/jetstream/index.js';
+import type { NsqTransport } from '../transports/nsq/index.js';
 import type { RedisTransport } from '../transports/redis/index.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
+import { parseNsqTarget } from './nsq-target.js';
 import { closingConnection, connectNats, jetStreamModule, NATS_PREFIX_ENV, UsageError } from './open-transport.js';
 
 /** Options of the demo. */
@@ -23,9 +25,12 @@ export interface DemoOptions {
    * `-shm` files) when it exists. A file named here must not exist yet.
    */
   file?: string | undefined;
-  /** Where the demo's queues live: `sqlite` (a file), `redis` or `jetstream` (a server). Default `sqlite`. */
-  transport?: 'sqlite' | 'redis' | 'jetstream' | undefined;
-  /** The server, with `transport: 'redis'` (default `redis://127.0.0.1:6379`) or `'jetstream'` (default `nats://127.0.0.1:4222`). */
+  /** Where the demo's queues live: `sqlite` (a file), `redis`, `jetstream` or `nsq` (a server). Default `sqlite`. */
+  transport?: 'sqlite' | 'redis' | 'jetstream' | 'nsq' | undefined;
+  /**
+   * The server, with `transport: 'redis'` (default `redis://127.0.0.1:6379`),
+   * `'jetstream'` (default `nats://127.0.0.1:4222`) or `'nsq'` (default `nsq://127.0.0.1:4150`).
+   */
   url?: string | undefined;
   /** Where progress goes. */
   out: NodeJS.WriteStream;
@@ -134,7 +139,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 }
 
 interface DemoTransport {
-  readonly transport: SqliteTransport | RedisTransport | JetStreamTransport;
+  readonly transport: SqliteTransport | RedisTransport | JetStreamTransport | NsqTransport;
   /** What the demo runs on, for its first line. */
   readonly where: string;
   readonly replaced: boolean;
@@ -159,7 +164,8 @@ async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
     return { transport: new SqliteTransport({ path: file }), where: file, replaced, target: { target: file } };
   }
   if (options.transport === 'jetstream') return openJetStreamDemo(options);
-  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite, redis or jetstream, got ${String(options.transport)}`);
+  if (options.transport === 'nsq') return openNsqDemo(options);
+  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite, redis, jetstream or nsq, got ${String(options.transport)}`);
   if (options.file !== undefined) throw new UsageError('--file is for the SQLite demo; the Redis demo keeps its queues under the key prefix redeliver-demo');
   let module: typeof import('../transports/redis/index.js');
   try {
@@ -200,6 +206,46 @@ async function openJetStreamDemo(options: DemoOptions): Promise<DemoTransport> {
     replaced,
     target: { target: url, env: `${NATS_PREFIX_ENV}=${DEMO_NATS_PREFIX}` },
   };
+}
+
+/** The channel the NSQ demo consumes through: a topic `orders` that has it is the demo's own. */
+export const DEMO_NSQ_CHANNEL = 'redeliver-demo';
+
+async function openNsqDemo(options: DemoOptions): Promise<DemoTransport> {
+  if (options.file !== undefined) throw new UsageError('--file is for the SQLite demo; the NSQ demo uses the topics orders and error on nsqd');
+  const url = options.url ?? 'nsq://127.0.0.1:4150';
+  const { nsqd, lookupd, httpAddresses } = parseNsqTarget(url);
+  if (nsqd.length === 0) throw new UsageError('the NSQ demo needs an nsqd in its target, such as nsq://127.0.0.1:4150');
+  const { NsqTransport } = await import('../transports/nsq/index.js');
+  const { NsqdHttpApi } = await import('../transports/nsq/http-api.js');
+  const http = new NsqdHttpApi(httpAddresses[nsqd[0]!] ?? nextPort(nsqd[0]!));
+  const replaced = await removeDemoTopics(http);
+  const transport = new NsqTransport({ nsqd, lookupd, httpAddresses, channel: DEMO_NSQ_CHANNEL, connectionName: 'redeliver-demo' });
+  return { transport, where: `nsqd at ${nsqd[0]!}, topics orders and error`, replaced, target: { target: url } };
+}
+
+function nextPort(tcp: string): string {
+  const at = tcp.lastIndexOf(':');
+  return `${tcp.slice(0, at)}:${Number(tcp.slice(at + 1)) + 1}`;
+}
+
+/**
+ * Deletes the topics of an earlier NSQ demo (`orders`, which has the demo's
+ * channel, and `error`); refuses to touch topics of those names that the
+ * demo did not make.
+ */
+async function removeDemoTopics(http: import('../transports/nsq/http-api.js').NsqdHttpApi): Promise<boolean> {
+  const [orders, error] = await Promise.all([http.topicStats('orders'), http.topicStats('error')]).catch((e: unknown) => {
+    throw new UsageError(`cannot reach nsqd's HTTP API: ${(e as Error).message}`);
+  });
+  const ours = orders?.channels.some((c) => c.channel_name === DEMO_NSQ_CHANNEL) ?? false;
+  if ((orders && !ours) || (error && !ours)) {
+    throw new UsageError(`nsqd at ${http.address} has a topic ${orders && !ours ? 'orders' : 'error'} that an earlier demo did not make; the demo does not touch it: run it on another nsqd`);
+  }
+  if (!orders) return false;
+  await http.deleteTopic('orders');
+  await http.deleteTopic('error');
+  return true;
 }
 
 /** Deletes the streams (and so the consumers) of an earlier JetStream demo, and only those; resolves whether there were any. */

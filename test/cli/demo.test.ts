@@ -10,15 +10,18 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEMO_NATS_PREFIX, DEMO_REDIS_PREFIX } from '../../src/cli/demo.js';
+import { DEMO_NATS_PREFIX, DEMO_NSQ_CHANNEL, DEMO_REDIS_PREFIX } from '../../src/cli/demo.js';
+import { NsqdHttpApi } from '../../src/transports/nsq/http-api.js';
 import { Redis } from 'ioredis';
 import { natsSkipReason, REDIS_URL, redisSkipReason } from '../support/brokers.js';
 import { deleteJetStreamPrefix } from '../support/jetstream-scratch.js';
 import { deletePrefix } from '../support/redis-scratch.js';
+import { NSQD_HTTP, nsqSkipReason } from '../transports/nsq/support.js';
 import { cli, sqlite, tempFolder } from './support.js';
 
 const redisSkip = await redisSkipReason();
 const natsSkip = await natsSkipReason();
+const nsqSkip = await nsqSkipReason();
 
 const folder = tempFolder();
 afterAll(() => folder.cleanup());
@@ -153,9 +156,42 @@ describe('redeliver demo', () => {
     }
   });
 
+  it.skipIf(Boolean(nsqSkip))('runs on NSQ with --transport nsq, on the topics orders and error, and names the commands that reach it', async () => {
+    const cwd = folder.path('nsq');
+    mkdirSync(cwd);
+    const http = new NsqdHttpApi(NSQD_HTTP);
+    try {
+      const run = await demo(cwd, ['--messages', '40', '--transport', 'nsq']);
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on nsqd at 127\.0\.0\.1:4150, topics orders and error[\n ]/);
+      expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
+      expect((await http.topicStats('orders'))?.channels.map((c) => c.channel_name)).toEqual([DEMO_NSQ_CHANNEL]);
+      const [list, show] = nextLines(run.stdout);
+      expect(list).toBe('npx redeliver errors list nsq://127.0.0.1:4150');
+      const key = /^npx redeliver errors show nsq:\/\/127\.0\.0\.1:4150 '([^']+)'$/.exec(show!)?.[1];
+      expect(key).toMatch(/^order-17#[0-9a-f]{16}$/);
+      const shown = await cli(['errors', 'show', 'nsq://127.0.0.1:4150', key!]);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+
+      const again = await demo(cwd, ['--messages', '40', '--transport', 'nsq']);
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('(replaced the nsqd at 127.0.0.1:4150, topics orders and error of an earlier run)');
+      const listed = await cli(['errors', 'list', 'nsq://127.0.0.1:4150', '--json']);
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout).total).toBe(2);
+      expect(listed.stdout).toContain('"errorName": "DeserializationError"');
+      expect(listed.stdout).toContain('"errorName": "ValidationError"');
+    } finally {
+      await http.deleteTopic('orders');
+      await http.deleteTopic('error');
+    }
+  });
+
   it('refuses an unknown --transport', async () => {
     const run = await demo(folder.path(''), ['--messages', '10', '--transport', 'kafka']);
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/--transport.*kafka.*invalid.*sqlite, redis, jetstream/s);
+    expect(run.stderr).toMatch(/--transport.*kafka.*invalid.*sqlite, redis, jetstream, nsq/s);
   });
 });

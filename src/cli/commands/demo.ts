@@ -4,17 +4,17 @@ import { DEMO_FILE, runDemo } from '../demo.js';
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description('send a few thousand messages through an endpoint on a SQLite file (or Redis, or NATS JetStream), with an outage and some poison messages')
+    .description('send a few thousand messages through an endpoint on a SQLite file (or Redis, NATS JetStream or NSQ), with an outage and some poison messages')
     .option('-n, --messages <count>', 'messages to send', wholeNumber, 3000)
     .option('--delay-scale <factor>', 'scale of the delayed-retry delays (10, 20, 30 s)', positive, 0.05)
     .option('--file <path>', `SQLite file to create and keep; must not exist yet (default: ${DEMO_FILE} in the current folder, replaced if it exists)`)
     .addOption(
-      new Option('--transport <name>', 'where the queues live: sqlite, redis (keys under the prefix redeliver-demo) or jetstream (streams under the prefix redeliver-demo), replaced on each run')
-        .choices(['sqlite', 'redis', 'jetstream'])
+      new Option('--transport <name>', 'where the queues live: sqlite, redis (keys under the prefix redeliver-demo), jetstream (streams under the prefix redeliver-demo) or nsq (topics orders and error, consumed through the channel redeliver-demo), replaced on each run')
+        .choices(['sqlite', 'redis', 'jetstream', 'nsq'])
         .default('sqlite'),
     )
-    .option('--url <url>', 'the server, with --transport redis (default: redis://127.0.0.1:6379) or jetstream (default: nats://127.0.0.1:4222)')
-    .action(async (opts: { messages: number; delayScale: number; file?: string; transport: 'sqlite' | 'redis' | 'jetstream'; url?: string }) => {
+    .option('--url <url>', 'the server, with --transport redis (default: redis://127.0.0.1:6379), jetstream (default: nats://127.0.0.1:4222) or nsq (default: nsq://127.0.0.1:4150)')
+    .action(async (opts: { messages: number; delayScale: number; file?: string; transport: 'sqlite' | 'redis' | 'jetstream' | 'nsq'; url?: string }) => {
       process.exitCode = await runDemo({ ...opts, out: process.stdout });
     });
 }
