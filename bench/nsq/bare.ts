@@ -6,9 +6,9 @@
  */
 import nsq from 'nsqjs';
 import { countdown, summariseLateness, within, type LatenessSummary } from '../redis/workload.js';
-import type { NsqBenchSetup, Throughput } from './setup.js';
+import { drainClock, type NsqBenchSetup, type Throughput } from './setup.js';
 
-/** A Reader of `topic` through the setup's channel with max-in-flight `prefetch`; resolves once connected. */
+/** A Reader of `topic` through the setup's channel with max-in-flight `prefetch`, one connection; resolves once connected. */
 async function reader(setup: NsqBenchSetup, topic: string, onMessage: (message: nsq.Message) => void): Promise<nsq.Reader> {
   const r = new nsq.Reader(topic, setup.channel, { nsqdTCPAddresses: [setup.nsqd], maxInFlight: setup.prefetch, maxAttempts: 0, clientId: 'bench-bare' });
   r.on('message', onMessage);
@@ -19,31 +19,32 @@ async function reader(setup: NsqBenchSetup, topic: string, onMessage: (message: 
   return r;
 }
 
-/** Consumes the `n` messages loaded on `topic`, `FIN` for each; timed from the Reader's start to the last `FIN` written. */
+/** Consumes the `n` messages loaded on `topic`, `FIN` for each; timed from the Reader's start (see `drainClock`). */
 export async function bareThroughput(setup: NsqBenchSetup, topic: string, n: number): Promise<Throughput> {
-  const finished = countdown(n);
-  const cpu = process.cpuUsage();
-  const t0 = performance.now();
+  const drain = drainClock('bare nsqjs', n, setup.prefetch);
   const r = await reader(setup, topic, (message) => {
     message.finish();
-    finished.tick();
+    drain.tick();
   });
   try {
-    await within(finished.done, setup.timeoutMs, 'bare throughput');
-    const drainMs = performance.now() - t0;
-    const cpuUsed = process.cpuUsage(cpu);
-    return { side: 'bare nsqjs', messages: n, drainMs: Math.round(drainMs), perSec: Math.round((n * 1000) / drainMs), cpuMs: Math.round((cpuUsed.user + cpuUsed.system) / 1000) };
+    return await within(drain.done, setup.timeoutMs, 'bare throughput');
   } finally {
     r.close();
   }
 }
 
+/** A consumer of the lateness case, started: `done` resolves with the lateness once every message came back; `stop` closes it. */
+export interface LatenessConsumer {
+  readonly done: Promise<LatenessSummary>;
+  stop(): Promise<void>;
+}
+
 /**
  * Each message of `topic` (body index `i`) is `REQ`d once with `delays[i]`
  * at its first delivery; lateness = the second delivery - (the `REQ` +
- * delay). `publish` sends the messages, once the Reader is connected.
+ * delay).
  */
-export async function bareReqLateness(setup: NsqBenchSetup, topic: string, delays: readonly number[], publish: () => Promise<void>): Promise<LatenessSummary> {
+export async function bareReqConsumer(setup: NsqBenchSetup, topic: string, delays: readonly number[]): Promise<LatenessConsumer> {
   const requeuedAt = new Array<number>(delays.length);
   const lateness: number[] = [];
   const handled = countdown(delays.length);
@@ -59,11 +60,10 @@ export async function bareReqLateness(setup: NsqBenchSetup, topic: string, delay
     message.finish();
     handled.tick();
   });
-  try {
-    await publish();
-    await within(handled.done, setup.timeoutMs + Math.max(...delays), 'bare REQ delays');
-    return summariseLateness(lateness);
-  } finally {
-    r.close();
-  }
+  return {
+    done: handled.done.then(() => summariseLateness(lateness)),
+    stop: async () => {
+      r.close();
+    },
+  };
 }

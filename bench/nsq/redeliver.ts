@@ -6,8 +6,9 @@
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { RetryLaterError } from '../../src/policy/errors.js';
 import { NsqTransport } from '../../src/transports/nsq/index.js';
-import { countdown, messageIndex, messageName, paced, summariseLateness, within, type LatenessSummary } from '../redis/workload.js';
-import { messageBody, type NsqBenchSetup, type Throughput } from './setup.js';
+import { countdown, messageIndex, messageName, summariseLateness, within } from '../redis/workload.js';
+import type { LatenessConsumer } from './bare.js';
+import { drainClock, messageBody, type NsqBenchSetup, type Throughput } from './setup.js';
 
 /** Sends in flight at once while a topic is loaded. */
 const SEND_CHUNK = 500;
@@ -33,33 +34,28 @@ export async function load(transport: NsqTransport, topic: string, n: number, se
   return Math.round((n * 1000) / (performance.now() - t0));
 }
 
-/** Consumes the `n` messages loaded on `topic` with an Endpoint of concurrency `prefetch` and a handler that does nothing; timed from `start()` to the last handled. */
+/** Consumes the `n` messages loaded on `topic` with an Endpoint of concurrency `prefetch` and a handler that does nothing; timed from `start()` (see `drainClock`). */
 export async function redeliverThroughput(transport: NsqTransport, setup: NsqBenchSetup, topic: string, n: number): Promise<Throughput> {
-  const handled = countdown(n);
+  const drain = drainClock('redeliver', n, setup.prefetch);
   const endpoint = new Endpoint({ name: 'bench-throughput', queue: topic, transport, concurrency: setup.prefetch, handler: () => undefined });
-  endpoint.on('handled', () => handled.tick());
-  const cpu = process.cpuUsage();
-  const t0 = performance.now();
+  endpoint.on('handled', () => drain.tick());
   await endpoint.start();
   try {
-    await within(handled.done, setup.timeoutMs, 'redeliver throughput');
-    const drainMs = performance.now() - t0;
-    const cpuUsed = process.cpuUsage(cpu);
-    return { side: 'redeliver', messages: n, drainMs: Math.round(drainMs), perSec: Math.round((n * 1000) / drainMs), cpuMs: Math.round((cpuUsed.user + cpuUsed.system) / 1000) };
+    return await within(drain.done, setup.timeoutMs, 'redeliver throughput');
   } finally {
     await endpoint.stop();
   }
 }
 
 /**
- * One message per delay, sent at `rate` per second while the endpoint
- * runs; the handler throws a `RetryLaterError(delay)` on the first attempt,
- * so the default policy schedules a delayed retry of exactly that delay
- * (held by nsqd). Lateness = the second attempt's start - (the throw +
- * delay); the reference is taken before the copy is sent, so a retry counted
- * early was certainly handed out before it was due.
+ * An endpoint on `topic` whose handler throws a `RetryLaterError(delay)`
+ * on a message's first attempt, so the default policy schedules a delayed
+ * retry of exactly that delay (a copy held by nsqd). Lateness = the second
+ * attempt's start - (the throw + delay); the reference is taken before the
+ * copy is sent, so a retry counted early was certainly handed out before
+ * it was due.
  */
-export async function redeliverDelayLateness(transport: NsqTransport, setup: NsqBenchSetup, topic: string, delays: readonly number[], rate: number): Promise<LatenessSummary> {
+export async function redeliverDelayConsumer(transport: NsqTransport, setup: NsqBenchSetup, topic: string, delays: readonly number[]): Promise<LatenessConsumer> {
   const scheduledAt = new Array<number>(delays.length);
   const lateness: number[] = [];
   const handled = countdown(delays.length);
@@ -80,11 +76,5 @@ export async function redeliverDelayLateness(transport: NsqTransport, setup: Nsq
     },
   });
   await endpoint.start();
-  try {
-    await paced(delays.length, rate, (i) => transport.send(topic, { id: messageName('d', i), body: messageBody(i, setup.payload), headers: {} }));
-    await within(handled.done, setup.timeoutMs + Math.max(...delays), 'redeliver delays');
-    return summariseLateness(lateness);
-  } finally {
-    await endpoint.stop();
-  }
+  return { done: handled.done.then(() => summariseLateness(lateness)), stop: () => endpoint.stop() };
 }

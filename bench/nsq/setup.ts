@@ -23,6 +23,7 @@ export interface Throughput {
   readonly messages: number;
   /** From the consumer's start to the last message finished, in milliseconds. */
   readonly drainMs: number;
+  /** Messages per second from the consumer's start to the message `messages - prefetch` finished (see {@link drainClock}). */
   readonly perSec: number;
   /** User + system CPU time of the bench process during the drain (nsqd's own CPU is not in it). */
   readonly cpuMs: number;
@@ -31,4 +32,34 @@ export interface Throughput {
 /** The body of message `i`: `{ i, payload }` as JSON, what the endpoint's default codec writes. */
 export function messageBody(i: number, payload: string): Buffer {
   return Buffer.from(JSON.stringify({ i, payload }));
+}
+
+/**
+ * Times a drain of `n` messages from now. The rate is taken up to message
+ * `n - tail` (`tail` = the prefetch): nsqd writes to a consumer through an
+ * output buffer that it flushes when full (16 KiB), when the consumer's
+ * RDY is used up, or every 250 ms (`output_buffer_timeout`); the last
+ * messages of a topic, fewer than a buffer and fewer than RDY, wait for
+ * that tick, up to 250 ms by chance on either side. `done` resolves with
+ * the round once the last message is finished.
+ */
+export function drainClock(side: Throughput['side'], n: number, tail: number): { tick(): void; readonly done: Promise<Throughput> } {
+  const counted = Math.max(1, n - tail);
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
+  let left = n;
+  let countedMs = 0;
+  let resolve!: (t: Throughput) => void;
+  const done = new Promise<Throughput>((r) => (resolve = r));
+  return {
+    done,
+    tick: () => {
+      left -= 1;
+      if (n - left === counted) countedMs = performance.now() - t0;
+      if (left !== 0) return;
+      const drainMs = performance.now() - t0;
+      const cpuUsed = process.cpuUsage(cpu);
+      resolve({ side, messages: n, drainMs: Math.round(drainMs), perSec: Math.round((counted * 1000) / countedMs), cpuMs: Math.round((cpuUsed.user + cpuUsed.system) / 1000) });
+    },
+  };
 }
