@@ -14,9 +14,20 @@
  * `/stats`: once the channel has nothing ready and the pass's connection
  * has received every message nsqd counts in flight to it, the rest of the
  * snapshot is held by another reader (or deferred).
+ *
+ * A pass holds its messages on a lease of its own (`msg_timeout` in
+ * IDENTIFY, {@link PASS_LEASE_MS} unless the node allows less), TOUCHed
+ * while it lasts. nsqd does not give back the messages of a connection that
+ * closes; it waits for their lease to run out. So when a pass (or any
+ * reader) dies holding entries, they come back within its lease, and a pass
+ * that begins while the channel has messages in flight to no connected
+ * client waits that long for them before it reads.
  */
 import { Socket } from 'node:net';
-import type { NsqClientStats, NsqdHttpApi } from './http-api.js';
+import type { NsqChannelStats, NsqClientStats, NsqdHttpApi } from './http-api.js';
+
+/** The lease a pass asks nsqd for on the messages it holds (IDENTIFY `msg_timeout`), ms. */
+export const PASS_LEASE_MS = 10_000;
 
 /** One message held by a pass. */
 export interface HeldMessage {
@@ -45,6 +56,17 @@ export interface PassOptions {
   readonly limit?: number;
   /** Longest wait for one answer of nsqd. */
   readonly timeoutMs: number;
+  /**
+   * The lease on held messages, ms: at least 1 000, at most the node's
+   * `--max-msg-timeout`. Default {@link PASS_LEASE_MS}.
+   */
+  readonly leaseMs?: number;
+  /**
+   * Longest wait, before reading, for messages in flight to no connected
+   * client (a reader that died holding them) to come back. Default: the
+   * lease plus a second.
+   */
+  readonly orphanWaitMs?: number;
   /** What is being done, for errors. */
   readonly operation: string;
 }
@@ -78,6 +100,8 @@ const FRAME_ERROR = 1;
 const FRAME_MESSAGE = 2;
 /** Between two `/stats` probes while no message arrives, ms. */
 const PROBE_INTERVAL_MS = 20;
+/** Between two `/stats` probes while waiting for messages of a dead reader, ms. */
+const ORPHAN_PROBE_INTERVAL_MS = 100;
 
 /** A reply frame nsqd sent (not a message). */
 type Reply = { readonly kind: 'response' | 'error'; readonly text: string };
@@ -87,6 +111,7 @@ export class ChannelPass {
   readonly snapshot: number;
   /** Messages ready or in flight (to anyone) in the channel when the pass began. */
   readonly #present: number;
+  readonly #leaseMs: number;
   readonly #socket: Socket;
   readonly #options: PassOptions;
   readonly #held = new Map<string, HeldMessage>();
@@ -102,8 +127,9 @@ export class ChannelPass {
   /** Errors nsqd reported for FIN/REQ/TOUCH (non-fatal on nsqd's side). */
   readonly settleErrors: string[] = [];
 
-  private constructor(socket: Socket, options: PassOptions, snapshot: number, present: number) {
+  private constructor(socket: Socket, options: PassOptions, snapshot: number, present: number, leaseMs: number) {
     this.#present = present;
+    this.#leaseMs = leaseMs;
     this.#socket = socket;
     this.#options = options;
     this.snapshot = snapshot;
@@ -118,7 +144,8 @@ export class ChannelPass {
    * not exist (it then receives what its topic held with no channel).
    */
   static async open(options: PassOptions): Promise<ChannelPass> {
-    const stats = await options.http.channelStats(options.topic, options.channel);
+    const leaseMs = options.leaseMs ?? PASS_LEASE_MS;
+    const stats = await untilNoOrphans(options, options.orphanWaitMs ?? leaseMs + 1_000);
     const topic = stats === undefined ? await options.http.topicStats(options.topic) : undefined;
     // Without our channel, a topic with no channel at all holds its messages itself; the subscription moves them to the channel.
     const ready = stats?.depth ?? (topic !== undefined && topic.channels.length === 0 ? topic.depth : 0);
@@ -126,10 +153,10 @@ export class ChannelPass {
     if (snapshot > options.maxHeld) throw new PassLimitError(options.topic, ready, options.maxHeld, options.operation);
     const socket = await connect(options);
     const present = options.limit === undefined ? snapshot + (stats?.in_flight_count ?? 0) : snapshot;
-    const pass = new ChannelPass(socket, options, snapshot, present);
+    const pass = new ChannelPass(socket, options, snapshot, present, leaseMs);
     try {
       socket.write('  V2');
-      const identify = Buffer.from(JSON.stringify({ client_id: options.clientId, hostname: options.clientId, user_agent: 'redeliver-operations', feature_negotiation: false }));
+      const identify = Buffer.from(JSON.stringify({ client_id: options.clientId, hostname: options.clientId, user_agent: 'redeliver-operations', feature_negotiation: false, msg_timeout: leaseMs }));
       const size = Buffer.alloc(4);
       size.writeUInt32BE(identify.length);
       socket.write(Buffer.concat([Buffer.from('IDENTIFY\n'), size, identify]));
@@ -161,10 +188,10 @@ export class ChannelPass {
   /**
    * Reads the whole snapshot: every message nsqd gives this pass, held in
    * flight, until the snapshot is read or nsqd has nothing more for it.
-   * TOUCHes what it holds every half `msgTimeoutMs` until {@link finish}.
+   * TOUCHes what it holds every third of its lease until {@link finish}.
    */
-  async readAll(msgTimeoutMs: number): Promise<HeldMessage[]> {
-    this.#touchTimer ??= setInterval(() => this.#touchAll(), Math.max(1_000, Math.floor(msgTimeoutMs / 2)));
+  async readAll(): Promise<HeldMessage[]> {
+    this.#touchTimer ??= setInterval(() => this.#touchAll(), Math.max(300, Math.floor(this.#leaseMs / 3)));
     this.#touchTimer.unref?.();
     while (!this.#ended && this.#received < this.snapshot) {
       if (this.#failure) throw this.#failure;
@@ -318,6 +345,22 @@ export class ChannelPass {
   #fail(error: Error): void {
     this.#failure ??= error;
     this.#wake?.();
+  }
+}
+
+/**
+ * The channel's stats once nothing in it is in flight to a client nsqd no
+ * longer lists (a reader that closed or died holding messages; nsqd gives
+ * them back when their lease runs out), or after `waitMs` as they are.
+ */
+async function untilNoOrphans(options: PassOptions, waitMs: number): Promise<NsqChannelStats | undefined> {
+  const deadline = performance.now() + waitMs;
+  for (;;) {
+    const stats = await options.http.channelStats(options.topic, options.channel);
+    if (stats === undefined) return undefined;
+    const held = stats.clients.reduce((n, c) => n + c.in_flight_count, 0);
+    if (stats.in_flight_count <= held || performance.now() >= deadline) return stats;
+    await delay(ORPHAN_PROBE_INTERVAL_MS);
   }
 }
 

@@ -22,8 +22,10 @@
  * - While a pass holds entries, nobody else sees them: a consumer of the
  *   error channel (the error store's ingester) sees a shorter queue for that
  *   moment. Operations of one transport on one error queue run one at a
- *   time. If the process dies during a pass, nsqd gives the entries back
- *   itself after its `--msg-timeout`.
+ *   time. A pass holds entries on a lease of its own (10 s, TOUCHed while
+ *   it lasts): if the process dies during a pass, nsqd gives the entries
+ *   back once that lease runs out, and a pass that begins meanwhile waits
+ *   for them.
  * - Entries that another reader holds in flight are not read; a bulk
  *   operation counts them as `unseen`.
  * - Other channels of an error topic hold copies of their own, which these
@@ -59,7 +61,7 @@ import type { Clock } from '../../time/clock.js';
 import { envelopeOf, errorEntryOf, type NsqErrorEntry } from './error-entry.js';
 import type { NsqChannelStats, NsqdHttpApi, NsqTopicStats } from './http-api.js';
 import { checkName } from './names.js';
-import { ChannelPass, type HeldMessage } from './operations-pass.js';
+import { ChannelPass, PASS_LEASE_MS, type HeldMessage } from './operations-pass.js';
 
 /** The default of {@link NsqOperationsContext.errorChannel}. */
 export const DEFAULT_ERROR_CHANNEL = 'redeliver-errors';
@@ -69,8 +71,8 @@ export const MAX_BROWSE_LIMIT = 1_000;
 
 /** nsqd's default `--max-rdy-count`, used when a node does not say. */
 const DEFAULT_MAX_RDY = 2_500;
-/** nsqd's default `--msg-timeout`, used when a node does not say. */
-const DEFAULT_MSG_TIMEOUT_MS = 60_000;
+/** nsqd's default `--max-msg-timeout`, used when a node does not say. */
+const DEFAULT_MAX_MSG_TIMEOUT_MS = 15 * 60_000;
 
 /** One nsqd: its TCP address (the passes connect to it) and its HTTP API. */
 export interface NsqOperationsNode {
@@ -448,14 +450,14 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   }
 
   /** Opens a pass on every node that has the error topic. */
-  async #openPasses(errorQueue: string, operation: string, limit?: number): Promise<{ pass: ChannelPass; node: NsqOperationsNode; msgTimeoutMs: number }[]> {
-    const passes: { pass: ChannelPass; node: NsqOperationsNode; msgTimeoutMs: number }[] = [];
+  async #openPasses(errorQueue: string, operation: string, limit?: number): Promise<{ pass: ChannelPass; node: NsqOperationsNode }[]> {
+    const passes: { pass: ChannelPass; node: NsqOperationsNode }[] = [];
     try {
       for (const node of await this.#nodes()) {
         if ((await node.http.topicStats(errorQueue)) === undefined) continue;
-        const [maxRdy, msgTimeoutMs] = await Promise.all([
+        const [maxRdy, maxMsgTimeoutMs] = await Promise.all([
           node.http.numberOption('max_rdy_count').catch(() => DEFAULT_MAX_RDY),
-          node.http.durationMs('msg_timeout').catch(() => DEFAULT_MSG_TIMEOUT_MS),
+          node.http.durationMs('max_msg_timeout').catch(() => DEFAULT_MAX_MSG_TIMEOUT_MS),
         ]);
         const pass = await ChannelPass.open({
           tcp: node.tcp,
@@ -466,9 +468,10 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
           maxHeld: maxRdy,
           ...(limit === undefined ? {} : { limit: Math.min(limit, maxRdy) }),
           timeoutMs: this.#timeoutMs,
+          leaseMs: Math.max(1_000, Math.min(PASS_LEASE_MS, maxMsgTimeoutMs)),
           operation,
         });
-        passes.push({ pass, node, msgTimeoutMs });
+        passes.push({ pass, node });
       }
     } catch (error) {
       await this.#finishAll(passes);
@@ -478,10 +481,10 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   }
 
   /** Reads every pass whole; the entries of all nodes, oldest first. */
-  async #readAll(errorQueue: string, passes: readonly { pass: ChannelPass; node: NsqOperationsNode; msgTimeoutMs: number }[]): Promise<Held[]> {
+  async #readAll(errorQueue: string, passes: readonly { pass: ChannelPass; node: NsqOperationsNode }[]): Promise<Held[]> {
     const held: Held[] = [];
-    for (const { pass, node, msgTimeoutMs } of passes) {
-      for (const message of await pass.readAll(msgTimeoutMs)) held.push({ entry: errorEntryOf(errorQueue, message), message, pass, node });
+    for (const { pass, node } of passes) {
+      for (const message of await pass.readAll()) held.push({ entry: errorEntryOf(errorQueue, message), message, pass, node });
     }
     return held.sort((a, b) => (a.message.timestamp < b.message.timestamp ? -1 : a.message.timestamp > b.message.timestamp ? 1 : 0));
   }

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NsqdHttpApi, NsqHttpError, NsqLookupdHttpApi, producerAddresses } from '../../../src/transports/nsq/http-api.js';
-import { deleteTopics, NSQD_HTTP, NSQD_TCP, NSQLOOKUPD_HTTP, nsqSkipReason, scratchTopic } from './operations-scratch.js';
+import { deleteTopics, NSQD_HTTP, NSQD_TCP, NSQLOOKUPD_HTTP, nsqSkipReason, scratchTopic } from './operations-fixtures.js';
 
 const skip = await nsqSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);

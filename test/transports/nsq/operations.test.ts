@@ -11,7 +11,7 @@ import { FakeClock } from '../../../src/time/fake-clock.js';
 import { envelopeOf, errorEntryOf } from '../../../src/transports/nsq/error-entry.js';
 import { NsqdHttpApi } from '../../../src/transports/nsq/http-api.js';
 import { DEFAULT_ERROR_CHANNEL, NsqOperations } from '../../../src/transports/nsq/operations.js';
-import { deleteTopics, NSQD_HTTP, NSQD_TCP, nsqSkipReason, scratchTopic } from './operations-scratch.js';
+import { deleteTopics, NSQD_HTTP, NSQD_TCP, nsqSkipReason, scratchTopic } from './operations-fixtures.js';
 
 const skip = await nsqSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
