@@ -4,7 +4,7 @@
  * `redeliver-message-id`, and, on a delay carried in hops, when it is due.
  */
 import type { Headers } from '../../transport/types.js';
-import { encodeEnvelope, readEnvelope } from './envelope.js';
+import { encodeEnvelope, readEnvelopeRaw } from './envelope.js';
 
 /** The envelope header carrying the message id. */
 export const ID_HEADER = 'redeliver-message-id';
@@ -33,13 +33,15 @@ export type Unwrapped =
 
 /** Reads a received body; a plain or malformed one is returned as is (with what was wrong). Never throws. */
 export function unwrap(bytes: Uint8Array): Unwrapped {
-  const reading = readEnvelope(bytes);
+  const reading = readEnvelopeRaw(bytes);
   if (reading.kind === 'plain') return { kind: 'plain', body: bytes, problem: undefined };
   if (reading.kind === 'malformed') return { kind: 'plain', body: bytes, problem: reading.problem };
   const headers: Headers = {};
   let id: string | undefined;
   let dueAt: number | undefined;
-  for (const [name, value] of Object.entries(reading.headers)) {
+  const read = reading.headers;
+  for (const name in read) {
+    const value = read[name]!;
     if (name === ID_HEADER) id = value === '' ? undefined : value;
     else if (name === DUE_HEADER) dueAt = /^\d{1,16}$/.test(value) ? Number(value) : undefined;
     else headers[name] = value;

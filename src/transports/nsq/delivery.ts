@@ -27,6 +27,8 @@ export interface DeliveryLink {
   readonly address: string;
   /** nsqd's `--max-msg-timeout` for this connection: TOUCH never keeps a message past it. */
   readonly maxLeaseMs: number;
+  /** Runs `send` (a FIN or REQ), batching the writes of one event-loop turn where the link can. */
+  respond?(send: () => void): void;
 }
 
 /**
@@ -175,7 +177,8 @@ export class NsqDelivery implements Delivery {
   /** Sends FIN or REQ, which nsqd does not answer; resolves once it is written to the connection. */
   async #respond(send: () => void): Promise<void> {
     this.#checkHeld('settle');
-    send();
+    if (this.#link.respond === undefined) send();
+    else this.#link.respond(send);
     await new Promise<void>((resolve) => process.nextTick(resolve));
   }
 
@@ -185,8 +188,10 @@ export class NsqDelivery implements Delivery {
    * copy (the duplicate window): the settlement is final all the same.
    */
   #respondAfterCopy(operation: string, send: () => void): void {
-    if (this.#link.open && this.#owner.clock.monotonic() <= this.#leaseUntil) send();
-    else throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'published its copy, but its connection closed or its lease ran out before the FIN: nsqd gives the original out again too (a duplicate)');
+    if (this.#link.open && this.#owner.clock.monotonic() <= this.#leaseUntil) {
+      if (this.#link.respond === undefined) send();
+      else this.#link.respond(send);
+    } else throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'published its copy, but its connection closed or its lease ran out before the FIN: nsqd gives the original out again too (a duplicate)');
   }
 
   /**

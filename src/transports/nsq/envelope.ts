@@ -80,6 +80,16 @@ export function decodeEnvelope(bytes: Uint8Array): { headers: Headers; body: Uin
 
 /** Reads `bytes` as an envelope, saying whether it is one, a plain message, or a malformed envelope and why. Never throws. */
 export function readEnvelope(bytes: Uint8Array): EnvelopeReading {
+  const reading = readEnvelopeRaw(bytes);
+  return reading.kind === 'envelope' ? { kind: 'envelope', headers: { ...reading.headers }, body: reading.body } : reading;
+}
+
+/**
+ * {@link readEnvelope}, with the headers in an object without a prototype
+ * (a header named `__proto__` is a header like any other): for a reader
+ * that copies them on.
+ */
+export function readEnvelopeRaw(bytes: Uint8Array): EnvelopeReading {
   if (!startsWithMagic(bytes)) return { kind: 'plain' };
   if (bytes.byteLength < ENVELOPE_OVERHEAD + 4) return { kind: 'malformed', problem: `envelope shorter (${bytes.byteLength} bytes) than its fixed part` };
   if (bytes[4] !== ENVELOPE_VERSION) return { kind: 'malformed', problem: `envelope version ${bytes[4]} is not supported (this reader knows ${ENVELOPE_VERSION})` };
@@ -103,12 +113,12 @@ export function readEnvelope(bytes: Uint8Array): EnvelopeReading {
     at = value.end;
   }
   if (at !== blockEnd) return { kind: 'malformed', problem: `${blockEnd - at} bytes left over after ${count} headers` };
-  return { kind: 'envelope', headers: { ...headers }, body: bytes.subarray(blockEnd + 4) };
+  return { kind: 'envelope', headers, body: bytes.subarray(blockEnd + 4) };
 }
 
 /** Whether `bytes` starts with {@link ENVELOPE_MAGIC}. */
 export function startsWithMagic(bytes: Uint8Array): boolean {
-  return bytes.byteLength >= ENVELOPE_MAGIC.length && ENVELOPE_MAGIC.every((b, i) => bytes[i] === b);
+  return bytes.byteLength >= 4 && bytes[0] === ENVELOPE_MAGIC[0] && bytes[1] === ENVELOPE_MAGIC[1] && bytes[2] === ENVELOPE_MAGIC[2] && bytes[3] === ENVELOPE_MAGIC[3];
 }
 
 /** A length-prefixed UTF-8 string at `at`, or what is wrong with it. */
@@ -116,8 +126,19 @@ function readString(bytes: Uint8Array, view: DataView, at: number, end: number):
   if (at + 4 > end) return 'length runs past the header block';
   const length = view.getUint32(at);
   if (at + 4 + length > end) return `of ${length} bytes runs past the header block`;
+  const start = at + 4;
+  const stop = start + length;
+  // Short ASCII, the usual case, reads as is; anything else is checked as strict UTF-8.
+  let ascii = length <= 256;
+  for (let i = start; ascii && i < stop; i++) {
+    if (bytes[i]! > 0x7f) {
+      ascii = false;
+      break;
+    }
+  }
+  if (ascii) return { text: length === 0 ? '' : String.fromCharCode.apply(null, bytes.subarray(start, stop) as unknown as number[]), end: stop };
   try {
-    return { text: strictUtf8.decode(bytes.subarray(at + 4, at + 4 + length)), end: at + 4 + length };
+    return { text: strictUtf8.decode(bytes.subarray(start, stop)), end: stop };
   } catch {
     return 'is not valid UTF-8';
   }

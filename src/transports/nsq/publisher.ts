@@ -26,12 +26,17 @@ export interface PublisherOptions {
   readonly logger: Logger | undefined;
 }
 
+/** The reason a publish's timeout is called off with. */
+const PUBLISH_ENDED = 'publish ended';
+
 export class Publisher {
   readonly #o: PublisherOptions;
   readonly #closing = new AbortController();
   #connection: Promise<NsqjsWriterConnection> | undefined;
   #current: NsqjsWriterConnection | undefined;
   #closed = false;
+  /** The timeouts of the publishes under way. */
+  readonly #timeouts = new Set<AbortController>();
 
   constructor(options: PublisherOptions) {
     this.#o = options;
@@ -50,8 +55,10 @@ export class Publisher {
    */
   async publish(topic: string, messages: Buffer[], delayMs = 0): Promise<void> {
     const started = this.#o.clock.monotonic();
+    // One controller per publish, aborted with a shared reason (no DOMException) when the publish ends or the publisher closes.
     const timeout = new AbortController();
-    const timer = this.#o.clock.sleep(this.#o.publishTimeoutMs, AbortSignal.any([timeout.signal, this.#closing.signal])).then(
+    this.#timeouts.add(timeout);
+    const timer = this.#o.clock.sleep(this.#o.publishTimeoutMs, timeout.signal).then(
       () => true,
       () => false,
     );
@@ -76,7 +83,8 @@ export class Publisher {
       }
       await answer;
     } finally {
-      timeout.abort();
+      this.#timeouts.delete(timeout);
+      timeout.abort(PUBLISH_ENDED);
     }
   }
 
@@ -92,6 +100,8 @@ export class Publisher {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort();
+    for (const timeout of this.#timeouts) timeout.abort(PUBLISH_ENDED);
+    this.#timeouts.clear();
     this.#current?.close();
   }
 

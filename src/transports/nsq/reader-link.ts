@@ -29,6 +29,26 @@ export class LinkConnection implements DeliveryLink {
     readonly maxRdyCount: number,
   ) {}
 
+  #corked = false;
+
+  /**
+   * Runs `send` (a FIN or REQ, which nsqd does not answer) with the socket
+   * corked until the event loop's check phase: the responses of one turn
+   * leave in one write instead of one write each.
+   */
+  respond(send: () => void): void {
+    const socket = this.connection.conn;
+    if (!this.#corked && socket != null && !socket.destroyed) {
+      this.#corked = true;
+      socket.cork();
+      setImmediate(() => {
+        this.#corked = false;
+        socket.uncork();
+      });
+    }
+    send();
+  }
+
   setRdy(count: number): void {
     const capped = Math.min(count, this.maxRdyCount);
     if (!this.open || capped === this.rdy) return;

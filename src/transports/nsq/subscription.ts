@@ -14,7 +14,7 @@
 import type { Logger } from '../../logger.js';
 import type { Clock } from '../../time/clock.js';
 import type { DeliveryListener, Headers, Subscription } from '../../transport/types.js';
-import { unwrap } from './codec.js';
+import { unwrap, type Unwrapped } from './codec.js';
 import { NsqDelivery, type DeliveryOwner } from './delivery.js';
 import type { NsqjsMessage } from './nsqjs.js';
 import type { NsqNode, NsqNodes } from './nodes.js';
@@ -47,6 +47,7 @@ export const CLOSE_GRACE_MS = 250;
 interface Waiting {
   readonly link: LinkConnection;
   readonly msg: NsqjsMessage;
+  readonly unwrapped: Unwrapped;
   readonly at: number;
 }
 
@@ -243,10 +244,10 @@ export class NsqSubscription implements Subscription {
       }
     }
     if (this.#held >= this.#prefetch) {
-      this.#waiting.push({ link, msg, at });
+      this.#waiting.push({ link, msg, unwrapped, at });
       return;
     }
-    this.#handOut(link, msg, at);
+    this.#handOut(link, msg, unwrapped, at);
   }
 
   /** A message whose delay nsqd could not hold in one go: published again with the rest of it, then finished, never handed out. */
@@ -262,9 +263,9 @@ export class NsqSubscription implements Subscription {
 
   #handOutWaiting(): void {
     while (this.#state === 'running' && this.#held < this.#prefetch && this.#waiting.length > 0) {
-      const { link, msg, at } = this.#waiting.shift()!;
+      const { link, msg, unwrapped, at } = this.#waiting.shift()!;
       if (!link.open || this.#clock.monotonic() > at + link.msgTimeoutMs) continue; // nsqd offers it again
-      this.#handOut(link, msg, at);
+      this.#handOut(link, msg, unwrapped, at);
     }
   }
 
@@ -272,9 +273,8 @@ export class NsqSubscription implements Subscription {
     for (const { link, msg } of this.#waiting.splice(0)) if (link.open) msg.requeue(0, false);
   }
 
-  #handOut(link: LinkConnection, msg: NsqjsMessage, at: number): void {
+  #handOut(link: LinkConnection, msg: NsqjsMessage, unwrapped: Unwrapped, at: number): void {
     const o = this.#o;
-    const unwrapped = unwrap(msg.body);
     let id: string;
     let headers: Headers;
     let body: Uint8Array;
