@@ -31,7 +31,7 @@ export interface CliIo {
   readonly signal?: AbortSignal;
   /** Whether long operations stop cleanly on SIGINT / SIGTERM. Default: true for the process streams, false for injected ones. */
   readonly trapSignals?: boolean;
-  /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file, an amqp://, a redis:// or a nats:// URL. */
+  /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file, an amqp://, a redis:// or a nats:// URL, or an nsq:// target. */
   readonly openTransport?: (target: string) => Promise<Transport>;
   /** Where `REDELIVER_URL` is read (the target of a command given `-` or none), `REDELIVER_REDIS_PREFIX`, `REDELIVER_NATS_PREFIX` and `REDELIVER_RABBITMQ_PREFIX` (which `--topology-prefix` overrides). Default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>;

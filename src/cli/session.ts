@@ -6,7 +6,7 @@ import { NATS_PREFIX_ENV, openTransport, RABBITMQ_PREFIX_ENV, REDIS_PREFIX_ENV, 
 import { ioOf, type CliIo, type OutputStream } from './program.js';
 
 /** Help text of every `<target>` argument. */
-export const TARGET_HELP = `the SQLite file an endpoint uses, an amqp:// URL (topology prefix from --topology-prefix or $${RABBITMQ_PREFIX_ENV}), a redis:// URL (key prefix from $${REDIS_PREFIX_ENV}) or a nats:// URL (stream prefix from $${NATS_PREFIX_ENV}); - for $${TARGET_ENV}`;
+export const TARGET_HELP = `the SQLite file an endpoint uses, an amqp:// URL (topology prefix from --topology-prefix or $${RABBITMQ_PREFIX_ENV}), a redis:// URL (key prefix from $${REDIS_PREFIX_ENV}), a nats:// URL (stream prefix from $${NATS_PREFIX_ENV}) or an nsq:// target (nsq://host:4150, with ?http=port for its HTTP API and ?lookupd=host:port); - for $${TARGET_ENV}`;
 
 /** Help text of a `[target]` argument, which may be left out. */
 export const OPTIONAL_TARGET_HELP = `${TARGET_HELP} (the default)`;

@@ -43,7 +43,7 @@ export interface DashboardCommandOptions {
   chartFeed?: boolean;
 }
 
-/** `redeliver dashboard [sqlite-file|amqp-url|redis-url|nats-url]`: serves the operations dashboard until interrupted. */
+/** `redeliver dashboard [sqlite-file|amqp-url|redis-url|nats-url|nsq-target]`: serves the operations dashboard until interrupted. */
 export function registerDashboard(program: Command): void {
   program
     .command('dashboard')
