@@ -65,6 +65,8 @@ export const nsq: Broker = {
         '--broadcast-address=127.0.0.1',
         `--lookupd-tcp-address=127.0.0.1:${PORTS.lookupdTcp}`,
         `--data-path=${brokersDir('run', 'nsq', 'data')}`,
+        // Every 100 ms nsqd's queue scan looks at this many channels for due deferred messages; with more channels than that, a delayed message waits for its channel's turn (docs/nsq.md).
+        '--queue-scan-selection-count=1000',
       ];
       spawnDetached(nsqd(), args, { logFile: this.logFile, pidFile: join(dir, 'nsqd.pid') });
       await waitFor('nsqd', 30_000, () => pings(PORTS.http));

@@ -13,6 +13,8 @@ export interface DeliveryOwner {
   readonly clock: Clock;
   /** Publishes a copy of the message to `topic` with `headers`, after `delayMs` (carried in hops past nsqd's limit), and resolves once nsqd has it. */
   publishCopy(topic: string, id: string, body: Uint8Array, headers: Headers, delayMs: number, via: string): Promise<void>;
+  /** In how many ms nsqd starts handing out deferred messages of `topic`'s consumer channel on `via` (0 unless the channel is new: see `NsqNode.scanStartsIn`). */
+  scanStartsIn(topic: string, via: string): number;
   /** Makes sure `errorQueue` is a valid topic with the consumer channel. */
   checkErrorQueue(errorQueue: string): Promise<void>;
   /** The delivery no longer counts against the prefetch. */
@@ -40,7 +42,10 @@ export interface DeliveryLink {
  *
  * - `ack` is FIN; `release` is REQ with no delay.
  * - `retryLater` publishes a copy with the new headers (DPUB), and FINs the
- *   original once nsqd confirmed the copy; `deadLetter` publishes the copy
+ *   original once nsqd confirmed the copy. A delay that would come due
+ *   before nsqd scans a new channel's deferred queue is held here instead,
+ *   the original in flight, and the copy published undelayed (see
+ *   {@link NsqDelivery.retryLater}). `deadLetter` publishes the copy
  *   to the error topic, then FINs. A crash or a lost connection between the
  *   two leaves both: a duplicate, never a loss.
  * - `extendLease` is TOUCH, which restarts the lease; nsqd never keeps a
@@ -92,6 +97,16 @@ export class NsqDelivery implements Delivery {
     return this.#settle('ack', async () => this.#respond(() => this.#msg.finish()));
   }
 
+  /**
+   * Publishes a copy with `headers` due in `delayMs` (DPUB), then FINs the
+   * original. nsqd hands out nothing deferred in a channel until its queue
+   * scan takes the channel in, up to 5.1 s after the channel was made; a
+   * delay that would come due before then (on a channel this transport
+   * made) is held here, the original in flight and the prefetch slot
+   * taken, and the copy then goes out undelayed (PUB), so it is not late.
+   * When the lease would not last the delay, the copy goes out with DPUB as
+   * usual.
+   */
   retryLater(delayMs: number, headers: Headers): Promise<void> {
     let ms: number;
     try {
@@ -101,6 +116,11 @@ export class NsqDelivery implements Delivery {
       return Promise.reject(error);
     }
     return this.#settle('retryLater', async () => {
+      const clock = this.#owner.clock;
+      if (ms > 0 && ms < this.#owner.scanStartsIn(this.queue, this.#link.address) && clock.monotonic() + ms < this.#leaseUntil) {
+        await clock.sleep(ms);
+        ms = 0;
+      }
       await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
       this.#respondAfterCopy('retryLater', () => this.#msg.finish());
     });

@@ -4,10 +4,20 @@
  * channel it has made sure of. Nodes are the `nsqd` option's, and the ones
  * nsqlookupd lists.
  */
+import type { Clock } from '../../time/clock.js';
 import { NsqdHttpApi, NsqLookupdHttpApi, producerAddresses } from './http-api.js';
 import { readNodeLimits, type NodeLimits } from './limits.js';
 import { httpAddressOf, type ResolvedNsqOptions } from './options.js';
 import { Publisher } from './publisher.js';
+
+/**
+ * How long after a channel is made nsqd v1.3.0 may take to start scanning
+ * its deferred queue, in ms: its queue scan works from a list of channels
+ * refreshed every 5 s (a fixed interval, not a setting), then looks at
+ * them every 100 ms. Until then no deferred message of the channel comes
+ * due.
+ */
+export const QUEUE_SCAN_START_MS = 5_000 + 100;
 
 /** One nsqd. */
 export class NsqNode {
@@ -15,6 +25,9 @@ export class NsqNode {
   readonly publisher: Publisher;
   #limits: Promise<NodeLimits> | undefined;
   readonly #channels = new Map<string, Promise<void>>();
+  /** Per channel this node made for the transport: when nsqd's queue scan takes it in, on the monotonic clock. */
+  readonly #scannedFrom = new Map<string, number>();
+  readonly #clock: Clock;
 
   constructor(
     readonly address: string,
@@ -22,6 +35,7 @@ export class NsqNode {
     options: ResolvedNsqOptions,
   ) {
     this.http = new NsqdHttpApi(httpAddress, { timeoutMs: options.publishTimeoutMs });
+    this.#clock = options.clock;
     this.publisher = new Publisher({
       address,
       connectionName: options.connectionName,
@@ -46,21 +60,44 @@ export class NsqNode {
     return this.#limits;
   }
 
-  /** Makes sure `topic` has `channel` on this node, once, so messages published before any consumer wait in it. */
+  /**
+   * Makes sure `topic` has `channel` on this node, once, so messages
+   * published before any consumer wait in it. A channel made here is
+   * remembered as new until nsqd's queue scan takes it in (see
+   * {@link scanStartsIn}).
+   */
   ensureChannel(topic: string, channel: string): Promise<void> {
     const key = `${topic}\n${channel}`;
     let pending = this.#channels.get(key);
     if (pending === undefined) {
-      pending = this.http.createChannel(topic, channel);
+      pending = this.#makeChannel(topic, channel, key);
       this.#channels.set(key, pending);
       pending.catch(() => this.#channels.delete(key));
     }
     return pending;
   }
 
+  /**
+   * In how many ms nsqd starts handing out the deferred messages of
+   * `topic`'s `channel` on this node: more than 0 only for a channel this
+   * node made less than {@link QUEUE_SCAN_START_MS} ago; 0 for one that
+   * was there before.
+   */
+  scanStartsIn(topic: string, channel: string): number {
+    const from = this.#scannedFrom.get(`${topic}\n${channel}`);
+    return from === undefined ? 0 : Math.max(0, from - this.#clock.monotonic());
+  }
+
   /** Forgets the channels made sure of for `topic` (after the topic was deleted). */
   forget(topic: string): void {
     for (const key of this.#channels.keys()) if (key.startsWith(`${topic}\n`)) this.#channels.delete(key);
+    for (const key of this.#scannedFrom.keys()) if (key.startsWith(`${topic}\n`)) this.#scannedFrom.delete(key);
+  }
+
+  async #makeChannel(topic: string, channel: string, key: string): Promise<void> {
+    const existed = (await this.http.channelStats(topic, channel)) !== undefined;
+    await this.http.createChannel(topic, channel);
+    if (!existed) this.#scannedFrom.set(key, this.#clock.monotonic() + QUEUE_SCAN_START_MS);
   }
 }
 

@@ -142,6 +142,8 @@ export class ReaderLink {
   async #connectOnce(): Promise<boolean> {
     const o = this.#o;
     const limits = await o.node.limits();
+    // Made over HTTP before SUB would make it, so the node knows whether the channel is new (NsqNode.scanStartsIn).
+    await o.node.ensureChannel(o.topic, o.channel).catch(() => undefined);
     const msgTimeout = Math.max(1_000, Math.min(o.leaseMs, limits.maxLeaseMs));
     if (msgTimeout !== o.leaseMs && !this.#warnedLease) {
       this.#warnedLease = true;

@@ -138,6 +138,7 @@ export class NsqTransport implements Transport {
       options: this.#options,
       settlement: {
         publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay),
+        scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, this.#options.channel),
         checkErrorQueue: async (errorQueue) => {
           checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
           // The error store and the operations read error topics through a channel of their own: it must hold every entry.
