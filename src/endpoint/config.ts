@@ -90,7 +90,7 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     throw new OptionError('transport must be a Transport (such as SqliteTransport or MemoryTransport)');
   }
   const queue = options.queue === undefined ? name : nonEmpty('queue', options.queue);
-  const recoverability = resolveRecoverabilityConfig(options.recoverability);
+  const recoverability = transportErrorQueue(resolveRecoverabilityConfig(options.recoverability), options.recoverability?.errorQueue, transport, queue);
   return {
     name,
     queue,
@@ -111,6 +111,12 @@ export function resolveEndpointConfig<T>(options: EndpointOptions<T>): EndpointC
     host: options.host ?? hostname(),
     replayOutcomeQueue: options.replayOutcomeQueue === undefined ? undefined : outcomeQueue(options.replayOutcomeQueue, queue, recoverability.errorQueue),
   };
+}
+
+/** The recoverability config with the transport's default error queue for `queue`, when the options name none and the transport has one. */
+function transportErrorQueue(config: RecoverabilityConfig, given: unknown, transport: Transport, queue: string): RecoverabilityConfig {
+  if (given !== undefined || typeof transport.defaultErrorQueue !== 'function') return config;
+  return { ...config, errorQueue: nonEmpty('transport.defaultErrorQueue()', transport.defaultErrorQueue(queue)) };
 }
 
 /** Validates the recoverability options, naming the option at fault, and fills in defaults. */

@@ -37,7 +37,7 @@ export interface RecoverabilityOptions {
    * endpoint is built.
    */
   maxDelayMs?: number;
-  /** Where messages go when retries are spent or they are unrecoverable. Default `error`. */
+  /** Where messages go when retries are spent or they are unrecoverable. Default the transport's `defaultErrorQueue(queue)` where it has one (NSQ: `<queue>.error`), else `error`. */
   errorQueue?: string;
   /** Errors of these classes, and of every subclass, skip every retry. Default none (beyond `UnrecoverableError` and undecodable bodies, which always do). */
   unrecoverable?: readonly ErrorClass[];

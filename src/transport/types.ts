@@ -147,6 +147,11 @@ export interface Transport {
   readonly errorQueue?: ErrorQueueOperations;
   /** Read queue depths, where the transport supports it. */
   readonly inspection?: QueueInspection;
+  /**
+   * The error queue of an endpoint consuming `queue` that names none
+   * (`recoverability.errorQueue`). Default none: such endpoints use `error`.
+   */
+  defaultErrorQueue?(queue: string): string;
   /** Put a message on `queue`; resolves once the broker has it. */
   send(queue: string, message: OutgoingMessage): Promise<void>;
   /** Start delivering messages from `queue` to `listener`. */

@@ -64,6 +64,7 @@ export class NsqSubscription implements Subscription {
   #held = 0;
   #rotation = 0;
   #warnedPlain = false;
+  #warnedMalformed = false;
   #graceOver = false;
 
   constructor(options: SubscriptionOptions) {
@@ -287,7 +288,10 @@ export class NsqSubscription implements Subscription {
       headers = {};
       body = unwrapped.body;
       if (unwrapped.problem !== undefined) {
-        this.#logger?.warn({ queue: o.queue, nsqId: msg.id, problem: unwrapped.problem }, `nsq: message ${msg.id} on ${o.queue} starts like redeliver's envelope but is malformed (${unwrapped.problem}); delivered as a plain message, body as is`);
+        if (!this.#warnedMalformed) {
+          this.#warnedMalformed = true;
+          this.#logger?.warn({ queue: o.queue, nsqId: msg.id, problem: unwrapped.problem }, `nsq: message ${msg.id} on ${o.queue} starts like redeliver's envelope but is malformed (${unwrapped.problem}); delivered as a plain message, body as is (said once per queue)`);
+        }
       } else if (!this.#warnedPlain) {
         this.#warnedPlain = true;
         this.#logger?.warn({ queue: o.queue, nsqId: msg.id }, `nsq: queue ${o.queue} has messages not written by redeliver (no envelope); they are delivered as they are, with NSQ's id and attempts`);

@@ -104,6 +104,19 @@ export class NsqTransport implements Transport {
   }
 
   /**
+   * The error queue of an endpoint consuming `queue` that names none:
+   * `<queue>.error` (for an ephemeral `<name>#ephemeral`, the durable
+   * `<name>.error`). Throws an `InvalidNameError` when that name would be
+   * longer than nsqd takes (64 characters): such an endpoint must name its
+   * error queue.
+   */
+  defaultErrorQueue(queue: string): string {
+    const errorQueue = `${queue.replace(/#ephemeral$/, '')}.error`;
+    checkName(errorQueue, 'topic', 'defaultErrorQueue');
+    return errorQueue;
+  }
+
+  /**
    * Publishes a message to `queue`'s topic on an nsqd (the `nsqd` option's
    * in turn, else one nsqlookupd lists) and resolves once nsqd answered OK.
    * Before the first send to a topic on a node, the consumer channel is made
