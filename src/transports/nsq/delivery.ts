@@ -6,6 +6,7 @@ import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import type { DuplicateKind } from './events.js';
 import type { NsqjsMessage } from './nsqjs.js';
 
 /** What a delivery needs from the subscription that handed it out. */
@@ -19,6 +20,8 @@ export interface DeliveryOwner {
   checkErrorQueue(errorQueue: string): Promise<void>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
+  /** A copy of message `id` was confirmed but the original could not be finished: it will be delivered again. */
+  recordDuplicate(id: string, kind: DuplicateKind): void;
 }
 
 /** The connection a delivery arrived on: settlements go back on it, and die with it. */
@@ -122,7 +125,7 @@ export class NsqDelivery implements Delivery {
         ms = 0;
       }
       await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
-      this.#respondAfterCopy('retryLater', () => this.#msg.finish());
+      this.#respondAfterCopy('retryLater', 'retry', () => this.#msg.finish());
     });
   }
 
@@ -136,7 +139,7 @@ export class NsqDelivery implements Delivery {
     return this.#settle('deadLetter', async () => {
       await this.#owner.checkErrorQueue(errorQueue);
       await this.#owner.publishCopy(errorQueue, this.id, this.body, headers, 0, this.#link.address);
-      this.#respondAfterCopy('deadLetter', () => this.#msg.finish());
+      this.#respondAfterCopy('deadLetter', 'deadLetter', () => this.#msg.finish());
     });
   }
 
@@ -205,13 +208,17 @@ export class NsqDelivery implements Delivery {
   /**
    * The FIN after a copy was published. When the connection closed or the
    * lease ran out meanwhile, nsqd gives the original out again beside the
-   * copy (the duplicate window): the settlement is final all the same.
+   * copy (the duplicate window, counted and logged by the owner): the
+   * settlement is final all the same.
    */
-  #respondAfterCopy(operation: string, send: () => void): void {
+  #respondAfterCopy(operation: string, kind: DuplicateKind, send: () => void): void {
     if (this.#link.open && this.#owner.clock.monotonic() <= this.#leaseUntil) {
       if (this.#link.respond === undefined) send();
       else this.#link.respond(send);
-    } else throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'published its copy, but its connection closed or its lease ran out before the FIN: nsqd gives the original out again too (a duplicate)');
+      return;
+    }
+    this.#owner.recordDuplicate(this.id, kind);
+    throw new DeliveryGoneError('nsq', operation, this.id, this.queue, 'published its copy, but its connection closed or its lease ran out before the FIN: nsqd gives the original out again too (a duplicate)');
   }
 
   /**

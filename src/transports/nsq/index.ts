@@ -6,6 +6,7 @@
  */
 export { NsqTransport, MAX_COPY_HEADER_BYTES } from './transport.js';
 export { NSQ_DEFAULTS, type NsqTransportOptions } from './options.js';
+export type { NsqTransportEvents, NsqStats, DuplicateKind } from './events.js';
 export { NsqDelivery } from './delivery.js';
 export { NsqSubscription, splitRdy } from './subscription.js';
 export { NsqTopology } from './topology.js';

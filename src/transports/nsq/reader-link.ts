@@ -104,6 +104,8 @@ export class ReaderLink {
   cut(): number {
     const socket = this.#socket;
     if (socket === undefined || socket.conn == null || socket.conn.destroyed) return 0;
+    // Nothing written to it from now on reaches nsqd: deliveries on it are gone at once, not at the close event.
+    if (this.#current !== undefined) this.#current.open = false;
     socket.destroy();
     return 1;
   }

@@ -256,6 +256,7 @@ export class NsqSubscription implements Subscription {
     try {
       await this.#o.settlement.publishCopy(this.#o.queue, id, body, headers, rest, link.address);
       if (link.open) msg.finish();
+      else this.#o.settlement.recordDuplicate(id, 'hop');
     } catch (error) {
       this.#logger?.warn({ queue: this.#o.queue, messageId: id, error: String(error) }, `nsq: could not carry the delay of message ${id} on ${this.#o.queue} one hop further (${String(error)}); nsqd offers it again`);
       if (link.open) msg.requeue(Math.min(rest, 1_000), false);

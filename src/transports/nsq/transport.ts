@@ -3,9 +3,11 @@ import { checkConsume, checkHeaders, checkQueue } from '../../transport/argument
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { leaseOption } from '../../transport/options.js';
+import { EventEmitter } from 'node:events';
 import { wrap } from './codec.js';
 import { ENVELOPE_OVERHEAD, headerBlockBytes } from './envelope.js';
 import { MessageTooLargeError, TransportClosedError } from './errors.js';
+import type { DuplicateKind, NsqStats, NsqTransportEvents } from './events.js';
 import { checkName } from './names.js';
 import type { NsqNode } from './nodes.js';
 import { NsqNodes } from './nodes.js';
@@ -38,9 +40,11 @@ function envelopeHeaderBytes(headers: Readonly<Headers>): number {
  * - `retryLater` publishes a copy with the new headers by DPUB (nsqd holds
  *   the delay), confirmed, then FINs the original; `deadLetter` publishes
  *   to the error topic, then FINs: a duplicate, never a loss, if the FIN
- *   does not follow. A delay longer than nsqd's `--max-req-timeout` is
- *   carried in hops: the copy says when it is due, and a consumer that gets
- *   it early publishes it again with the rest of the delay.
+ *   does not follow (counted in `stats.duplicateWindow`, emitted as
+ *   `duplicateWindow` and logged). A delay longer than nsqd's
+ *   `--max-req-timeout` is carried in hops: the copy says when it is due,
+ *   and a consumer that gets it early publishes it again with the rest of
+ *   the delay.
  * - Consumer flow control is RDY (see `NsqSubscription`).
  *
  * Durability is nsqd's: deferred and in-flight messages live in its memory
@@ -61,6 +65,8 @@ export class NsqTransport implements Transport {
   readonly #nodes: NsqNodes;
   readonly #subscriptions = new Set<NsqSubscription>();
   readonly #operations: NsqOperations;
+  readonly #events = new EventEmitter();
+  readonly #stats: NsqStats = { duplicateWindow: 0 };
   #closed = false;
 
   /** Checks the options; connects on first use. Throws if an option is invalid. */
@@ -91,6 +97,23 @@ export class NsqTransport implements Transport {
   /** Queue depths from nsqd's `/stats`. */
   get inspection(): NsqOperations {
     return this.#operations;
+  }
+
+  /** Counters since the transport was created (a copy). */
+  get stats(): NsqStats {
+    return { ...this.#stats };
+  }
+
+  /** Adds a listener for one of the {@link NsqTransportEvents}. */
+  on<K extends keyof NsqTransportEvents>(event: K, listener: (args: NsqTransportEvents[K]) => void): this {
+    this.#events.on(event, listener);
+    return this;
+  }
+
+  /** Removes a listener added with {@link on}. */
+  off<K extends keyof NsqTransportEvents>(event: K, listener: (args: NsqTransportEvents[K]) => void): this {
+    this.#events.off(event, listener);
+    return this;
   }
 
   /** The channel consumers read through. */
@@ -151,6 +174,7 @@ export class NsqTransport implements Transport {
       options: this.#options,
       settlement: {
         publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay),
+        recordDuplicate: (id, kind) => this.#recordDuplicate(queue, id, kind),
         scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, this.#options.channel),
         checkErrorQueue: async (errorQueue) => {
           checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
@@ -192,6 +216,17 @@ export class NsqTransport implements Transport {
   /** See {@link classifyNsqSendError}. */
   classifySendError(error: unknown): SendErrorKind {
     return classifyNsqSendError(error);
+  }
+
+  /** A copy confirmed whose original could not be finished: counted, logged and emitted; the message will be delivered twice. */
+  #recordDuplicate(queue: string, id: string, kind: DuplicateKind): void {
+    this.#stats.duplicateWindow += 1;
+    this.#options.logger?.warn({ messageId: id, queue, kind }, `nsq: a copy of message '${id}' on ${queue} was confirmed but the original could not be finished (its connection closed or its lease ran out); nsqd delivers it again, so the message now exists twice`);
+    try {
+      this.#events.emit('duplicateWindow', { id, queue, kind });
+    } catch (error) {
+      this.#options.logger?.error({ error: String(error) }, `nsq: a duplicateWindow listener threw: ${String(error)}`);
+    }
   }
 
   /**
