@@ -16,8 +16,13 @@ export interface DeliveryOwner {
   publishCopy(topic: string, id: string, body: Uint8Array, headers: Headers, delayMs: number, via: string): Promise<void>;
   /** In how many ms nsqd starts handing out deferred messages of `topic`'s consumer channel on `via` (0 unless the channel is new: see `NsqNode.scanStartsIn`). */
   scanStartsIn(topic: string, via: string): number;
-  /** Makes sure `errorQueue` is a valid topic with the consumer channel. */
-  checkErrorQueue(errorQueue: string): Promise<void>;
+  /**
+   * Publishes a copy of the message to the error topic `errorQueue` with
+   * `headers`, once the topic has the channel the error store and the
+   * operations read it through, and resolves once nsqd has it. The consumer
+   * channel is not made on it: nobody reads an error topic through it.
+   */
+  deadLetterCopy(errorQueue: string, id: string, body: Uint8Array, headers: Headers, via: string): Promise<void>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
   /** A copy of message `id` was confirmed but the original could not be finished: it will be delivered again. */
@@ -137,8 +142,7 @@ export class NsqDelivery implements Delivery {
       return Promise.reject(error);
     }
     return this.#settle('deadLetter', async () => {
-      await this.#owner.checkErrorQueue(errorQueue);
-      await this.#owner.publishCopy(errorQueue, this.id, this.body, headers, 0, this.#link.address);
+      await this.#owner.deadLetterCopy(errorQueue, this.id, this.body, headers, this.#link.address);
       this.#respondAfterCopy('deadLetter', 'deadLetter', () => this.#msg.finish());
     });
   }

@@ -155,7 +155,7 @@ export class NsqTransport implements Transport {
     const { id, body, headers } = checkMessage(message);
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     const node = await this.#nodes.forSend();
-    await this.#publish(node, queue, id, body, headers, delayMs);
+    await this.#publish(node, queue, id, body, headers, delayMs, this.#options.channel);
   }
 
   /** Starts consuming `queue`'s topic through the channel from every nsqd. */
@@ -173,14 +173,17 @@ export class NsqTransport implements Transport {
       nodes: this.#nodes,
       options: this.#options,
       settlement: {
-        publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay),
+        publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay, this.#options.channel),
         recordDuplicate: (id, kind) => this.#recordDuplicate(queue, id, kind),
         scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, this.#options.channel),
-        checkErrorQueue: async (errorQueue) => {
+        deadLetterCopy: async (errorQueue, id, body, headers, via) => {
           checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
           // The error store and the operations read error topics through a channel of their own: it must hold every entry.
+          // The consumer channel is not made there: a channel nobody reads would keep a copy of every entry for good.
           const nodes = await this.#nodes.known();
-          await Promise.all(nodes.map((n) => n.ensureChannel(errorQueue, this.#operations.errorChannel)));
+          const errorChannel = this.#operations.errorChannel;
+          await Promise.all(nodes.map((n) => n.ensureChannel(errorQueue, errorChannel)));
+          await this.#publish(this.#nodes.node(via), errorQueue, id, body, headers, 0, errorChannel);
         },
       },
       onClosed: (s) => this.#subscriptions.delete(s),
@@ -232,14 +235,16 @@ export class NsqTransport implements Transport {
   /**
    * Publishes one message in its envelope to `topic` on `node`, after
    * `delayMs`: a delay nsqd holds in one go is a DPUB of it; a longer one
-   * is a DPUB of nsqd's most, with the due time in the envelope.
+   * is a DPUB of nsqd's most, with the due time in the envelope. `channel`
+   * is made on the topic first (once per node), so the message waits in it
+   * even before anyone reads it.
    */
-  async #publish(node: NsqNode, topic: string, id: string, body: Uint8Array, headers: Readonly<Headers>, delayMs: number): Promise<void> {
+  async #publish(node: NsqNode, topic: string, id: string, body: Uint8Array, headers: Readonly<Headers>, delayMs: number, channel: string): Promise<void> {
     const limits = await node.limits();
     const hop = delayMs > limits.maxDelayMs;
     const bytes = wrap(id, headers, body, hop ? this.#options.clock.now() + delayMs : undefined);
     if (bytes.byteLength > limits.maxMessageBytes) throw new MessageTooLargeError(bytes.byteLength, limits.maxMessageBytes);
-    await node.ensureChannel(topic, this.#options.channel);
+    await node.ensureChannel(topic, channel);
     await node.publisher.publish(topic, [bytes], Math.min(delayMs, limits.maxDelayMs));
   }
 }

@@ -19,6 +19,7 @@
 import { join } from 'node:path';
 import nsq from 'nsqjs';
 import { decodeEnvelope } from '../../../src/transports/nsq/envelope.js';
+import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js';
 import { NsqNodes } from '../../support/nsq-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
@@ -136,7 +137,7 @@ export class NsqFaultAdapter implements FaultAdapter {
       errorQueue,
       cliTarget: `nsq://${nodes.tcpAddress(1)}`,
       spec,
-      errorCount: () => this.#total(nodeList, errorQueue),
+      errorCount: () => this.#total(nodeList, errorQueue, DEFAULT_ERROR_CHANNEL),
       delayedCount: () => this.#deferred(nodeList, queue),
       errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: async () => (await Promise.all(nodeList.map((node) => readIds(nodes.tcpAddress(node), queue, CHANNEL)))).flat(),
@@ -171,7 +172,7 @@ export class NsqFaultAdapter implements FaultAdapter {
       cliTarget: `nsq://${address}`,
       children: { worker: 'test/faults/children/nsq-bare-worker.ts', producer: 'test/faults/children/nsq-bare-producer.ts' },
       spec: (role) => ({ kind: 'nsq', nsqd: [address], httpAddresses: { [address]: nodes.httpAddress(1) }, connectionName: `${label}-${role}`, channel: BARE_CHANNEL }),
-      errorCount: () => this.#total([1], errorQueue),
+      errorCount: () => this.#total([1], errorQueue, BARE_CHANNEL),
       delayedCount: () => this.#deferred([1], queue),
       errorIds: () => readIds(address, errorQueue, BARE_CHANNEL),
       pendingIds: () => readIds(address, queue, BARE_CHANNEL),
@@ -214,12 +215,18 @@ export class NsqFaultAdapter implements FaultAdapter {
     return stats.topics?.find((t) => t.topic_name === topic);
   }
 
-  /** Messages a topic holds on `nodes`: the topic's own, and its fullest channel's ready, in-flight and deferred ones. */
-  async #total(nodes: readonly number[], topic: string): Promise<number> {
+  /**
+   * Messages a topic holds on `nodes` for the readers of `channel`: the
+   * topic's own (not yet passed to a channel) and the channel's ready,
+   * in-flight and deferred ones. Only that channel: another channel of the
+   * topic holds copies of its own that this reader never gets.
+   */
+  async #total(nodes: readonly number[], topic: string, channel: string): Promise<number> {
     let total = 0;
     for (const node of nodes) {
       const stats = await this.#topic(node, topic).catch(() => undefined);
-      if (stats) total += stats.depth + Math.max(0, ...stats.channels.map((c) => c.depth + c.in_flight_count + c.deferred_count));
+      const c = stats?.channels.find((c) => c.channel_name === channel);
+      if (stats) total += stats.depth + (c ? c.depth + c.in_flight_count + c.deferred_count : 0);
     }
     return total;
   }
