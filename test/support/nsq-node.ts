@@ -32,6 +32,10 @@ export interface NsqdSettings {
   readonly memQueueSize?: number;
   /** `--sync-every`: messages per disk queue fsync. Default nsqd's 2,500. */
   readonly syncEvery?: number;
+  /** `--max-msg-size`: the largest message body nsqd takes, in bytes. Default nsqd's 1,048,576. */
+  readonly maxMsgSize?: number;
+  /** `--max-rdy-count`: the highest RDY one connection may ask for. Default nsqd's 2,500. */
+  readonly maxRdyCount?: number;
 }
 
 /** Options of {@link NsqNodes.start}. */
@@ -83,7 +87,7 @@ export class NsqNodes {
     this.#lookupd = { name: 'nsqlookupd', binary: NSQLOOKUPD, tcpPort: base, httpPort: base + 1, stalled: false };
     this.#nsqd = Array.from({ length: count }, (_, i) => ({ name: `nsqd${i + 1}`, binary: NSQD, tcpPort: base + 2 * (i + 1), httpPort: base + 2 * (i + 1) + 1, stalled: false }));
     this.#log = options.log ?? (() => undefined);
-    this.#settings = { memQueueSize: options.memQueueSize, syncEvery: options.syncEvery };
+    this.#settings = { memQueueSize: options.memQueueSize, syncEvery: options.syncEvery, maxMsgSize: options.maxMsgSize, maxRdyCount: options.maxRdyCount };
   }
 
   /** Starts nsqlookupd and every nsqd on fresh data directories; resolves when every one answers `/ping`. */
@@ -149,6 +153,8 @@ export class NsqNodes {
     ];
     if (this.#settings.memQueueSize !== undefined) args.push(`--mem-queue-size=${this.#settings.memQueueSize}`);
     if (this.#settings.syncEvery !== undefined) args.push(`--sync-every=${this.#settings.syncEvery}`);
+    if (this.#settings.maxMsgSize !== undefined) args.push(`--max-msg-size=${this.#settings.maxMsgSize}`);
+    if (this.#settings.maxRdyCount !== undefined) args.push(`--max-rdy-count=${this.#settings.maxRdyCount}`);
     await this.#boot(slot, args);
   }
 
