@@ -5,15 +5,25 @@ import { isDeliveryGone } from '../../transport/delivery-gone.js';
 import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
-import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import { AlreadySettledError, DeliveryGoneError, MessageTooLargeError } from './errors.js';
 import type { DuplicateKind } from './events.js';
 import type { NsqjsMessage } from './nsqjs.js';
 
 /** What a delivery needs from the subscription that handed it out. */
 export interface DeliveryOwner {
   readonly clock: Clock;
-  /** Publishes a copy of the message to `topic` with `headers`, after `delayMs` (carried in hops past nsqd's limit), and resolves once nsqd has it. */
+  /**
+   * Publishes a copy of the message to `topic` with `headers`, after
+   * `delayMs` (carried in hops past nsqd's limit), and resolves once nsqd
+   * has it. Headers that would take the copy over nsqd's `--max-msg-size`
+   * are cut first (failure history, then stack); a copy that does not fit
+   * even so rejects with a `MessageTooLargeError`, nothing sent.
+   */
   publishCopy(topic: string, id: string, body: Uint8Array, headers: Headers, delayMs: number, via: string): Promise<void>;
+  /** nsqd's `--max-req-timeout` on `via`, in ms: the longest REQ delay it holds. */
+  maxDelayMs(via: string): Promise<number>;
+  /** A copy of message `id` that could not fit nsqd's `--max-msg-size`, and what was done instead: logged. */
+  copyTooLarge(operation: 'retryLater' | 'deadLetter', id: string, error: MessageTooLargeError, instead: string): void;
   /** In how many ms nsqd starts handing out deferred messages of `topic`'s consumer channel on `via` (0 unless the channel is new: see `NsqNode.scanStartsIn`). */
   scanStartsIn(topic: string, via: string): number;
   /**
@@ -23,6 +33,8 @@ export interface DeliveryOwner {
    * channel is not made on it: nobody reads an error topic through it.
    */
   deadLetterCopy(errorQueue: string, id: string, body: Uint8Array, headers: Headers, via: string): Promise<void>;
+  /** Publishes `bytes` (the message as nsqd delivered it, envelope and all) to the error topic `errorQueue` unchanged, and resolves once nsqd has it. */
+  deadLetterAsArrived(errorQueue: string, bytes: Uint8Array, via: string): Promise<void>;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
   /** A copy of message `id` was confirmed but the original could not be finished: it will be delivered again. */
@@ -56,6 +68,11 @@ export interface DeliveryLink {
  *   {@link NsqDelivery.retryLater}). `deadLetter` publishes the copy
  *   to the error topic, then FINs. A crash or a lost connection between the
  *   two leaves both: a duplicate, never a loss.
+ * - A copy that would not fit nsqd's `--max-msg-size` even with its
+ *   failure history and stack cut: `retryLater` gives the original back
+ *   with the delay (REQ; its retry state cannot advance, nsqd's `attempts`
+ *   does), `deadLetter` moves the message to the error topic as it arrived
+ *   (without the failure headers). Both are logged; nothing is lost.
  * - `extendLease` is TOUCH, which restarts the lease; nsqd never keeps a
  *   message in flight past `--max-msg-timeout` from its delivery.
  */
@@ -129,7 +146,16 @@ export class NsqDelivery implements Delivery {
         await clock.sleep(ms);
         ms = 0;
       }
-      await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
+      try {
+        await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
+      } catch (error) {
+        if (!(error instanceof MessageTooLargeError)) throw error;
+        // No copy with the new retry state fits: the message as it arrived fits, so nsqd holds that (REQ), its own attempts counting.
+        const held = Math.min(ms, await this.#owner.maxDelayMs(this.#link.address));
+        this.#owner.copyTooLarge('retryLater', this.id, error, `requeued as it arrived (REQ, ${held} ms), its retry state unchanged`);
+        await this.#respond(() => this.#msg.requeue(held, false));
+        return;
+      }
       this.#respondAfterCopy('retryLater', 'retry', () => this.#msg.finish());
     });
   }
@@ -142,7 +168,14 @@ export class NsqDelivery implements Delivery {
       return Promise.reject(error);
     }
     return this.#settle('deadLetter', async () => {
-      await this.#owner.deadLetterCopy(errorQueue, this.id, this.body, headers, this.#link.address);
+      try {
+        await this.#owner.deadLetterCopy(errorQueue, this.id, this.body, headers, this.#link.address);
+      } catch (error) {
+        if (!(error instanceof MessageTooLargeError)) throw error;
+        // No copy with the failure headers fits: the message as it arrived does (nsqd took it), so that goes to the error topic.
+        await this.#owner.deadLetterAsArrived(errorQueue, this.#msg.body, this.#link.address);
+        this.#owner.copyTooLarge('deadLetter', this.id, error, `moved to ${errorQueue} as it arrived, without the failure headers`);
+      }
       this.#respondAfterCopy('deadLetter', 'deadLetter', () => this.#msg.finish());
     });
   }

@@ -4,7 +4,8 @@ import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { leaseOption } from '../../transport/options.js';
 import { EventEmitter } from 'node:events';
-import { wrap } from './codec.js';
+import { fitHeaders, minimalDeadLetterHeaders } from '../../headers/fit.js';
+import { DUE_HEADER, ID_HEADER, wrap } from './codec.js';
 import { ENVELOPE_OVERHEAD, headerBlockBytes } from './envelope.js';
 import { MessageTooLargeError, TransportClosedError } from './errors.js';
 import type { DuplicateKind, NsqStats, NsqTransportEvents } from './events.js';
@@ -173,7 +174,14 @@ export class NsqTransport implements Transport {
       nodes: this.#nodes,
       options: this.#options,
       settlement: {
-        publishCopy: (topic, id, body, headers, delay, via) => this.#publish(this.#nodes.node(via), topic, id, body, headers, delay, this.#options.channel),
+        publishCopy: (topic, id, body, headers, delay, via) => this.#publishCopy(this.#nodes.node(via), queue, topic, id, body, headers, delay, this.#options.channel),
+        maxDelayMs: async (via) => (await this.#nodes.node(via).limits()).maxDelayMs,
+        copyTooLarge: (operation, id, error, instead) => {
+          this.#options.logger?.error(
+            { messageId: id, queue, operation, bytes: error.bytes, maxMessageBytes: error.maxMessageBytes },
+            `nsq: the ${operation} copy of message '${id}' on ${queue} would take ${error.bytes} bytes, over nsqd's --max-msg-size (${error.maxMessageBytes}), even without its failure history and stack; ${instead}`,
+          );
+        },
         recordDuplicate: (id, kind) => this.#recordDuplicate(queue, id, kind),
         scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, this.#options.channel),
         deadLetterCopy: async (errorQueue, id, body, headers, via) => {
@@ -183,7 +191,12 @@ export class NsqTransport implements Transport {
           const nodes = await this.#nodes.known();
           const errorChannel = this.#operations.errorChannel;
           await Promise.all(nodes.map((n) => n.ensureChannel(errorQueue, errorChannel)));
-          await this.#publish(this.#nodes.node(via), errorQueue, id, body, headers, 0, errorChannel);
+          await this.#publishCopy(this.#nodes.node(via), queue, errorQueue, id, body, headers, 0, errorChannel);
+        },
+        deadLetterAsArrived: async (errorQueue, bytes, via) => {
+          const node = this.#nodes.node(via);
+          await node.ensureChannel(errorQueue, this.#operations.errorChannel);
+          await node.publisher.publish(errorQueue, [Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)]);
         },
       },
       onClosed: (s) => this.#subscriptions.delete(s),
@@ -233,6 +246,24 @@ export class NsqTransport implements Transport {
   }
 
   /**
+   * A retry, error-queue or hop copy: {@link #publish} with `headers` cut
+   * to what nsqd's `--max-msg-size` leaves beside the body (see
+   * {@link fitCopyHeaders}), logged when anything was cut.
+   */
+  async #publishCopy(node: NsqNode, queue: string, topic: string, id: string, body: Uint8Array, headers: Readonly<Headers>, delayMs: number, channel: string): Promise<void> {
+    const limits = await node.limits();
+    const fitted = fitCopyHeaders(id, headers, body, delayMs > limits.maxDelayMs, limits.maxMessageBytes);
+    if (fitted !== undefined && fitted !== headers) {
+      const dropped = Object.keys(headers).filter((name) => fitted[name] !== headers[name]);
+      this.#options.logger?.warn(
+        { messageId: id, queue, topic, maxMessageBytes: limits.maxMessageBytes, cut: dropped },
+        `nsq: the copy of message '${id}' to ${topic} did not fit nsqd's --max-msg-size (${limits.maxMessageBytes}) beside its ${body.byteLength}-byte body; cut: ${dropped.join(', ')}`,
+      );
+    }
+    await this.#publish(node, topic, id, body, fitted ?? headers, delayMs, channel);
+  }
+
+  /**
    * Publishes one message in its envelope to `topic` on `node`, after
    * `delayMs`: a delay nsqd holds in one go is a DPUB of it; a longer one
    * is a DPUB of nsqd's most, with the due time in the envelope. `channel`
@@ -247,6 +278,25 @@ export class NsqTransport implements Transport {
     await node.ensureChannel(topic, channel);
     await node.publisher.publish(topic, [bytes], Math.min(delayMs, limits.maxDelayMs));
   }
+}
+
+/**
+ * `headers` as they may go in a copy of `body` within `maxMessageBytes`
+ * (envelope, message id and, for a hop, its due time included): as they
+ * are when they fit; else with the failure history's oldest entries, then
+ * the stack's end cut (`fitHeaders`); else without history, stack and
+ * validation issues (`minimalDeadLetterHeaders`). Undefined when not even
+ * that fits: the user's own headers and body leave no room.
+ */
+export function fitCopyHeaders(id: string, headers: Readonly<Headers>, body: Uint8Array, hop: boolean, maxMessageBytes: number): Readonly<Headers> | undefined {
+  const carried: Headers = { [ID_HEADER]: id, ...(hop ? { [DUE_HEADER]: String(Number.MAX_SAFE_INTEGER) } : {}) };
+  const measure = (h: Readonly<Headers>) => ENVELOPE_OVERHEAD + headerBlockBytes({ ...h, ...carried }) + body.byteLength;
+  if (measure(headers) <= maxMessageBytes) return headers;
+  const budget = { maxHeaderBytes: maxMessageBytes, headerBytes: measure };
+  const cut = fitHeaders({ ...headers }, budget);
+  if (measure(cut) <= maxMessageBytes) return cut;
+  const minimal = fitHeaders(minimalDeadLetterHeaders(cut), budget);
+  return measure(minimal) <= maxMessageBytes ? minimal : undefined;
 }
 
 function checkMessage(message: OutgoingMessage): OutgoingMessage {

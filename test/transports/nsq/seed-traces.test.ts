@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Endpoint } from '../../../src/endpoint/endpoint.js';
 import { linear } from '../../../src/backoff/linear.js';
 import { NsqTransport } from '../../../src/transports/nsq/index.js';
+import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js';
 import { sendJson } from '../../support/engine-harness.js';
 import { channelClients, deleteNsqTopics, NSQD_TCP, nsqdHttp, nsqSkipReason, topicName, until } from './support.js';
 
@@ -86,8 +87,10 @@ describe.skipIf(Boolean(skip))('seed 000 on nsqd', () => {
     await endpoint.start();
     await sendJson(transport, queue, 'rq-1', { i: 0 });
     await until('five attempts', () => runs.length === 5, 20_000);
+    // An error topic holds its entries in the error channel (the consumer channel is not made there).
+    const reader = new NsqTransport({ nsqd: [NSQD_TCP], channel: DEFAULT_ERROR_CHANNEL, connectionBackoff: () => 100 });
     const errors = await new Promise<string>((resolve) => {
-      void transport.consume(`${queue}.error`, (d) => {
+      void reader.consume(`${queue}.error`, (d) => {
         resolve(d.id);
         void d.ack();
       }, { prefetch: 1 });
@@ -99,5 +102,6 @@ describe.skipIf(Boolean(skip))('seed 000 on nsqd', () => {
     for (const [i, ms] of held.slice(1).entries()) expect(ms, `requeue ${i + 2}`).toBeLessThan((i + 2) * 1_000 + 1_000);
     await endpoint.stop();
     await transport.close();
+    await reader.close();
   }, 40_000);
 });
