@@ -82,6 +82,8 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     concurrency: 32,
     random,
     recoverability: {
+      // Named on every transport, so the next commands and the listing below read the same queue (NSQ's own default is `orders.error`).
+      errorQueue: 'error',
       immediateRetries: 5,
       delayedRetries: 3,
       delayedBackoff: linear(10_000 * options.delayScale),
