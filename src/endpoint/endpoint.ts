@@ -17,6 +17,7 @@ import { DeserializationError } from '../policy/errors.js';
 import { validateBody, ValidationError } from '../schema/validate.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
+import { isMessageTooLarge } from '../transport/errors.js';
 import type { Delivery, Headers, Subscription } from '../transport/types.js';
 import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
@@ -25,7 +26,7 @@ import type { EndpointEvents, FailureEvent, SettlementOutcome } from './events.j
 import type { EndpointOptions } from './options.js';
 import { guardedLogger, UserPartError } from './guard.js';
 import { duration } from './validate.js';
-import { isInstance } from '../util/thrown.js';
+import { isInstance, readProperty } from '../util/thrown.js';
 import { MAX_TIMER_MS } from '../time/clock.js';
 import type { Logger } from '../logger.js';
 import type { DefaultPolicySettings } from '../policy/default-policy.js';
@@ -547,7 +548,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
         const delayMs = Math.min(decision.delayMs, this.config.maxDelayMs);
         const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
         this.#flow.onMessageFailed();
-        if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+        if (await this.#retryLater(delivery, failure, delayMs, headers)) {
           this.#stats.delayedRetries++;
           this.#logFailure('warn', failure, `Delayed retry will reschedule message '${delivery.id}' after a delay of ${formatDelay(delayMs)} because of an exception`, { delayMs });
           this.emit('delayedRetry', { ...failureEvent(failure), delayMs });
@@ -591,7 +592,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const headers = this.#fit(withRetryState(delivery.headers, nextRound(failure, delayMs)));
     const backoff = options.backoff ?? true;
     if (backoff) this.#flow.onMessageFailed();
-    if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+    if (await this.#retryLater(delivery, failure, delayMs, headers)) {
       this.#stats.requeued++;
       this.#logger.info({ messageId: delivery.id, queue: delivery.queue, delayMs, backoff }, `Requeued message '${delivery.id}' for ${formatDelay(delayMs)}`);
       this.emit('requeued', { messageId: delivery.id, queue: delivery.queue, delayMs, backoff });
@@ -631,7 +632,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const headers = this.#fit(
       withRetryState(delivery.headers, retryStateOf(failure)),
     );
-    if (await this.#settle(delivery, 'retryLater', () => delivery.retryLater(delayMs, headers))) {
+    if (await this.#retryLater(delivery, failure, delayMs, headers)) {
       this.#stats.deferred++;
       this.#logFailure('info', failure, `Deferring message '${delivery.id}' for ${formatDelay(delayMs)} (${reason}) instead of retrying it at once`, { delayMs, reason });
       this.emit('deferred', { messageId: delivery.id, queue: delivery.queue, delayMs, reason });
@@ -665,6 +666,29 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
       this.#logFailure('error', failure, `Moving message '${delivery.id}' to the error queue '${config.errorQueue}' because ${why}`, { reason });
       this.emit('deadLettered', { ...failureEvent(failure), errorQueue: config.errorQueue, reason });
     }
+  }
+
+  /**
+   * Schedules a retry copy; resolves whether it was scheduled. A copy the
+   * broker cannot take however often it is tried (a \`MessageTooLargeError\`:
+   * too large even with its headers cut) would leave the message failing
+   * on its first retry state for good: it moves to the error queue instead,
+   * reason \`copy-too-large\`.
+   */
+  async #retryLater(delivery: Delivery, failure: FailureContext, delayMs: number, headers: Headers): Promise<boolean> {
+    let tooLarge: unknown;
+    const settled = await this.#settle(delivery, 'retryLater', async () => {
+      try {
+        await delivery.retryLater(delayMs, headers);
+      } catch (error) {
+        if (!isMessageTooLarge(error)) throw error;
+        tooLarge = error;
+      }
+    });
+    if (tooLarge === undefined) return settled;
+    this.#logger.error({ messageId: delivery.id, queue: delivery.queue, delayMs }, `redeliver: the retry copy of message '${delivery.id}' is larger than its broker takes, even with its headers cut (${String(readProperty(tooLarge, 'message'))}); moving it to the error queue instead`);
+    await this.#deadLetter(delivery, failure, 'copy-too-large');
+    return false;
   }
 
   /** Headers of a copy cut to the transport's header budget (see `fitHeaders`). */

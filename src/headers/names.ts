@@ -20,7 +20,7 @@ export const HEADER = {
   replayCount: 'redeliver-replay-count',
   /** When it was last sent back from an error queue, ISO 8601. */
   replayedAt: 'redeliver-replayed-at',
-  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, validation, requeue-limit, policy, unrecoverable-predicate, backoff, expired, or a custom reason. */
+  /** Why the message is in the error queue: retries-exhausted, unrecoverable, deserialization, validation, requeue-limit, policy, unrecoverable-predicate, backoff, expired, copy-too-large, or a custom reason. */
   failureReason: 'redeliver-failure-reason',
   /** `name` of the last error. */
   failureErrorName: 'redeliver-failure-error-name',

@@ -5,6 +5,7 @@
  * A transport re-exports the ones it raises from its own entry point.
  */
 import { FatalSendError } from '../producer/errors.js';
+import { readProperty } from '../util/thrown.js';
 import type { DeliveryGone } from './delivery-gone.js';
 
 /** An operation on a transport after `close()`. A `Producer` never retries it. */
@@ -57,4 +58,13 @@ export class SettlementRefusedError extends Error {
   ) {
     super(`${transport}: ${operation} of message ${messageId} was refused by the server (${reply}); the message stays held`);
   }
+}
+
+/**
+ * Whether `error` is a transport's `MessageTooLargeError` (checked by name,
+ * as every transport raises its own): the broker refuses the message or
+ * copy for its size, so trying it again cannot help.
+ */
+export function isMessageTooLarge(error: unknown): boolean {
+  return readProperty(error, 'name') === 'MessageTooLargeError';
 }

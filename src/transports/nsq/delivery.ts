@@ -20,10 +20,8 @@ export interface DeliveryOwner {
    * even so rejects with a `MessageTooLargeError`, nothing sent.
    */
   publishCopy(topic: string, id: string, body: Uint8Array, headers: Headers, delayMs: number, via: string): Promise<void>;
-  /** nsqd's `--max-req-timeout` on `via`, in ms: the longest REQ delay it holds. */
-  maxDelayMs(via: string): Promise<number>;
   /** A copy of message `id` that could not fit nsqd's `--max-msg-size`, and what was done instead: logged. */
-  copyTooLarge(operation: 'retryLater' | 'deadLetter', id: string, error: MessageTooLargeError, instead: string): void;
+  copyTooLarge(operation: 'deadLetter', id: string, error: MessageTooLargeError, instead: string): void;
   /** In how many ms nsqd starts handing out deferred messages of `topic`'s consumer channel on `via` (0 unless the channel is new: see `NsqNode.scanStartsIn`). */
   scanStartsIn(topic: string, via: string): number;
   /**
@@ -69,10 +67,11 @@ export interface DeliveryLink {
  *   to the error topic, then FINs. A crash or a lost connection between the
  *   two leaves both: a duplicate, never a loss.
  * - A copy that would not fit nsqd's `--max-msg-size` even with its
- *   failure history and stack cut: `retryLater` gives the original back
- *   with the delay (REQ; its retry state cannot advance, nsqd's `attempts`
- *   does), `deadLetter` moves the message to the error topic as it arrived
- *   (without the failure headers). Both are logged; nothing is lost.
+ *   failure history and stack cut: `retryLater` rejects with
+ *   `MessageTooLargeError` and the delivery stays held (an endpoint then
+ *   moves the message to the error queue, reason `copy-too-large`);
+ *   `deadLetter` moves the message to the error topic as it arrived
+ *   (without the failure headers), logged. Nothing is lost.
  * - `extendLease` is TOUCH, which restarts the lease; nsqd never keeps a
  *   message in flight past `--max-msg-timeout` from its delivery.
  */
@@ -146,16 +145,7 @@ export class NsqDelivery implements Delivery {
         await clock.sleep(ms);
         ms = 0;
       }
-      try {
-        await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
-      } catch (error) {
-        if (!(error instanceof MessageTooLargeError)) throw error;
-        // No copy with the new retry state fits: the message as it arrived fits, so nsqd holds that (REQ), its own attempts counting.
-        const held = Math.min(ms, await this.#owner.maxDelayMs(this.#link.address));
-        this.#owner.copyTooLarge('retryLater', this.id, error, `requeued as it arrived (REQ, ${held} ms), its retry state unchanged`);
-        await this.#respond(() => this.#msg.requeue(held, false));
-        return;
-      }
+      await this.#owner.publishCopy(this.queue, this.id, this.body, headers, ms, this.#link.address);
       this.#respondAfterCopy('retryLater', 'retry', () => this.#msg.finish());
     });
   }

@@ -175,7 +175,6 @@ export class NsqTransport implements Transport {
       options: this.#options,
       settlement: {
         publishCopy: (topic, id, body, headers, delay, via) => this.#publishCopy(this.#nodes.node(via), queue, topic, id, body, headers, delay, this.#options.channel),
-        maxDelayMs: async (via) => (await this.#nodes.node(via).limits()).maxDelayMs,
         copyTooLarge: (operation, id, error, instead) => {
           this.#options.logger?.error(
             { messageId: id, queue, operation, bytes: error.bytes, maxMessageBytes: error.maxMessageBytes },
