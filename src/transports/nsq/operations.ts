@@ -62,6 +62,7 @@ import { envelopeOf, errorEntryOf, type NsqErrorEntry } from './error-entry.js';
 import type { NsqChannelStats, NsqdHttpApi, NsqTopicStats } from './http-api.js';
 import { checkName } from './names.js';
 import { ChannelPass, PASS_LEASE_MS, type HeldMessage } from './operations-pass.js';
+import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** The default of {@link NsqOperationsContext.errorChannel}. */
 export const DEFAULT_ERROR_CHANNEL = 'redeliver-errors';
@@ -151,7 +152,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   readonly errorChannel: string;
   readonly #context: NsqOperationsContext;
   readonly #timeoutMs: number;
-  readonly #tails = new Map<string, Promise<void>>();
+  readonly #locks = new KeyedLock();
 
   constructor(context: NsqOperationsContext) {
     this.errorChannel = context.errorChannel ?? DEFAULT_ERROR_CHANNEL;
@@ -187,7 +188,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   async *scan(errorQueue: string, options: ScanOptions = {}): AsyncGenerator<ErrorEntry[]> {
     checkName(errorQueue, 'topic', 'error queue');
     const pageSize = pageSizeOf(options.pageSize);
-    const unlock = await this.#lock(errorQueue);
+    const unlock = await this.#locks.acquire(errorQueue);
     try {
       const passes = await this.#openPasses(errorQueue, `scan '${errorQueue}'`);
       try {
@@ -252,7 +253,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
    */
   async purge(errorQueue: string): Promise<number> {
     checkName(errorQueue, 'topic', 'error queue');
-    return this.#exclusive(errorQueue, async () => {
+    return this.#locks.run(errorQueue, async () => {
       let purged = 0;
       for (const node of await this.#nodes()) {
         const topic = await node.http.topicStats(errorQueue);
@@ -307,7 +308,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
    */
   async drain(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number> {
     checkName(errorQueue, 'topic', 'error queue');
-    return this.#exclusive(errorQueue, async () => {
+    return this.#locks.run(errorQueue, async () => {
       const passes = await this.#openPasses(errorQueue, `drain '${errorQueue}'`, Math.max(1, Math.floor(limit)));
       try {
         const held = (await this.#readAll(errorQueue, passes)).slice(0, limit);
@@ -411,7 +412,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
     act: (held: Held, tally: BulkTally) => Promise<boolean>,
   ): Promise<BulkSummary> {
     checkName(errorQueue, 'topic', 'error queue');
-    return this.#exclusive(errorQueue, async () => {
+    return this.#locks.run(errorQueue, async () => {
       const tally = new BulkTally(options.onResult);
       const passes = await this.#openPasses(errorQueue, operation);
       let removed = 0;
@@ -439,7 +440,7 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   /** Runs `fn` on every entry, held, after the other operations on `errorQueue` of this transport; everything not FINed goes back. */
   async #withEntries<T>(errorQueue: string, operation: string, fn: (held: Held[], passes: { pass: ChannelPass }[]) => Promise<T>): Promise<T> {
     checkName(errorQueue, 'topic', 'error queue');
-    return this.#exclusive(errorQueue, async () => {
+    return this.#locks.run(errorQueue, async () => {
       const passes = await this.#openPasses(errorQueue, operation);
       try {
         return await fn(await this.#readAll(errorQueue, passes), passes);
@@ -498,28 +499,5 @@ export class NsqOperations implements ErrorQueueOperations, QueueInspection {
   async #nodes(): Promise<readonly NsqOperationsNode[]> {
     const { nodes } = this.#context;
     return typeof nodes === 'function' ? nodes() : nodes;
-  }
-
-  async #exclusive<T>(queue: string, fn: () => Promise<T>): Promise<T> {
-    const unlock = await this.#lock(queue);
-    try {
-      return await fn();
-    } finally {
-      unlock();
-    }
-  }
-
-  /** Waits for every earlier operation on `queue` of these operations; resolves the function that lets the next one run. */
-  async #lock(queue: string): Promise<() => void> {
-    let unlock!: () => void;
-    const held = new Promise<void>((resolve) => (unlock = resolve));
-    const previous = this.#tails.get(queue) ?? Promise.resolve();
-    const tail = previous.then(() => held);
-    this.#tails.set(queue, tail);
-    void tail.then(() => {
-      if (this.#tails.get(queue) === tail) this.#tails.delete(queue);
-    });
-    await previous;
-    return unlock;
   }
 }

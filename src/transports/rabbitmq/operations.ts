@@ -56,6 +56,7 @@ import { fromQuorumQueue, QuorumErrorQueueError } from './quorum-refusal.js';
 import { SnapshotPass } from './snapshot-pass.js';
 import { delayTopologyNames, levelQueues } from './topology.js';
 import { decodeHeaders } from './wire-headers.js';
+import { KeyedLock } from '../../util/keyed-lock.js';
 
 /** The most entries one `browse` call returns on RabbitMQ; a larger `limit` returns this many. */
 export const MAX_BROWSE_LIMIT = 1_000;
@@ -157,7 +158,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   readonly #allowQuorum: boolean;
   readonly #context: OperationsContext;
   /** The tail of the operations running on each error queue: they run one at a time. */
-  readonly #tails = new Map<string, Promise<void>>();
+  readonly #locks = new KeyedLock();
   readonly #warnedQuorum = new Set<string>();
 
   constructor(context: OperationsContext, options: RabbitMqOperationsOptions = {}) {
@@ -173,7 +174,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   /** Ready messages in the error queue (0 when it does not exist). Messages someone holds unacknowledged are not counted. */
   async count(errorQueue: string): Promise<number> {
     checkQueueName(errorQueue);
-    return this.#exclusive(errorQueue, () =>
+    return this.#locks.run(errorQueue, () =>
       this.#passive('count an error queue', async (passive) => (await passive.queue(errorQueue))?.messageCount ?? 0),
     );
   }
@@ -189,7 +190,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     checkQueueName(errorQueue);
     const pageSize = pageSizeOf(options.pageSize);
     const operation = `scan '${errorQueue}'`;
-    const unlock = await this.#lock(errorQueue);
+    const unlock = await this.#locks.acquire(errorQueue);
     try {
       const session = await this.#session(operation);
       const pass = await this.#onPassive(session, (passive) => this.#openPass(session, passive, errorQueue, operation));
@@ -322,7 +323,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
       passive: PassiveChannel,
     ) => (message: GetMessage, entry: ErrorEntry, pass: SnapshotPass, tally: BulkTally) => Promise<{ confirmed: Promise<void> } | undefined>,
   ): Promise<BulkSummary> {
-    return this.#exclusive(errorQueue, async () => {
+    return this.#locks.run(errorQueue, async () => {
       const tally = new BulkTally(options.onResult);
       const session = await this.#session(operation);
       return this.#onPassive(session, async (passive) => {
@@ -373,7 +374,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     const offset = wholeNumber(options.offset, 0);
     const limit = Math.min(MAX_BROWSE_LIMIT, wholeNumber(options.limit, 100));
     if (limit === 0) return [];
-    return this.#exclusive(errorQueue, () =>
+    return this.#locks.run(errorQueue, () =>
       this.#read(errorQueue, `browse '${errorQueue}'`, async (reader) => {
         const entries: ErrorEntry[] = [];
         for (let index = 0; index < offset + limit; index++) {
@@ -391,7 +392,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   /** One entry, or undefined when no entry has that key. Reads the queue up to the entry and gives everything back. */
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
     checkQueueName(errorQueue);
-    return this.#exclusive(errorQueue, () =>
+    return this.#locks.run(errorQueue, () =>
       this.#read(errorQueue, `find entry ${key} in '${errorQueue}'`, async (reader) => {
         const message = await this.#find(reader, key, `find entry ${key} in '${errorQueue}'`);
         return message && this.#entry(errorQueue, message);
@@ -430,7 +431,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     checkQueueName(errorQueue);
     if (options.queue !== undefined) checkQueueName(options.queue);
-    return this.#exclusive(errorQueue, () =>
+    return this.#locks.run(errorQueue, () =>
       this.#read(errorQueue, `send back entry ${key} from '${errorQueue}'`, async (reader, session) => {
         const message = await this.#find(reader, key, `send back entry ${key} from '${errorQueue}'`);
         if (!message) return undefined;
@@ -477,7 +478,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    */
   async delete(errorQueue: string, key: string): Promise<boolean> {
     checkQueueName(errorQueue);
-    return this.#exclusive(errorQueue, () =>
+    return this.#locks.run(errorQueue, () =>
       this.#read(errorQueue, `delete entry ${key} from '${errorQueue}'`, async (reader) => {
         const message = await this.#find(reader, key, `delete entry ${key} from '${errorQueue}'`);
         if (!message) return false;
@@ -495,7 +496,7 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
    */
   async purge(errorQueue: string): Promise<number> {
     checkQueueName(errorQueue);
-    return this.#exclusive(errorQueue, () => this.#passive('purge an error queue', async (passive) => (await passive.purge(errorQueue)) ?? 0));
+    return this.#locks.run(errorQueue, () => this.#passive('purge an error queue', async (passive) => (await passive.purge(errorQueue)) ?? 0));
   }
 
   /**
@@ -652,30 +653,6 @@ export class RabbitMqOperations implements ErrorQueueOperations, QueueInspection
     } finally {
       if (!deadline.signal.aborted) deadline.abort();
     }
-  }
-
-  /** Runs `fn` after every earlier operation on `queue` of this transport has finished. */
-  async #exclusive<T>(queue: string, fn: () => Promise<T>): Promise<T> {
-    const unlock = await this.#lock(queue);
-    try {
-      return await fn();
-    } finally {
-      unlock();
-    }
-  }
-
-  /** Waits for every earlier operation on `queue` of this transport to finish; resolves the function that lets the next one run. */
-  async #lock(queue: string): Promise<() => void> {
-    let unlock!: () => void;
-    const held = new Promise<void>((resolve) => (unlock = resolve));
-    const previous = this.#tails.get(queue) ?? Promise.resolve();
-    const tail = previous.then(() => held);
-    this.#tails.set(queue, tail);
-    void tail.then(() => {
-      if (this.#tails.get(queue) === tail) this.#tails.delete(queue);
-    });
-    await previous;
-    return unlock;
   }
 }
 
