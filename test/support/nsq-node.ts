@@ -219,6 +219,8 @@ export class NsqNodes {
 
   async #boot(slot: Slot, args: string[]): Promise<void> {
     if (slot === this.#lookupd) args = [`--tcp-address=127.0.0.1:${slot.tcpPort}`, `--http-address=127.0.0.1:${slot.httpPort}`, '--broadcast-address=127.0.0.1'];
+    // A node already answering on the port would pass for this one while this one fails to bind.
+    if (await pings(slot.httpPort)) throw new Error(`${slot.name}: something already answers /ping on 127.0.0.1:${slot.httpPort}; another run's node? Stop it first`);
     const started = Date.now();
     const logFile = join(this.baseDir, `${slot.name}.log`);
     const out = openSync(logFile, 'a');
