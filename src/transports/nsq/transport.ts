@@ -159,22 +159,29 @@ export class NsqTransport implements Transport {
     await this.#publish(node, queue, id, body, headers, delayMs, this.#options.channel);
   }
 
-  /** Starts consuming `queue`'s topic through the channel from every nsqd. */
+  /**
+   * Starts consuming `queue`'s topic from every nsqd, through the consumer
+   * channel; an error topic (one that has the error channel, which a
+   * dead-letter makes) through the error channel, so that whoever consumes
+   * an error queue takes its entries as the operators' tools do: an error
+   * queue stays one queue.
+   */
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
     const prefetch = checkConsume(queue, listener, options, () => {
       if (this.#closed) throw new TransportClosedError('nsq', 'consume');
     });
     checkName(queue, 'topic', 'consume: queue');
     const leaseMs = leaseOption('NsqTransport', 'consume: leaseMs', options?.leaseMs, this.#options.leaseMs);
+    const channel = (await this.#isErrorTopic(queue)) ? this.#operations.errorChannel : this.#options.channel;
     const subscription = new NsqSubscription({
       queue,
       listener,
       prefetch,
       leaseMs,
       nodes: this.#nodes,
-      options: this.#options,
+      options: { ...this.#options, channel },
       settlement: {
-        publishCopy: (topic, id, body, headers, delay, via) => this.#publishCopy(this.#nodes.node(via), queue, topic, id, body, headers, delay, this.#options.channel),
+        publishCopy: (topic, id, body, headers, delay, via) => this.#publishCopy(this.#nodes.node(via), queue, topic, id, body, headers, delay, channel),
         copyTooLarge: (operation, id, error, instead) => {
           this.#options.logger?.error(
             { messageId: id, queue, operation, bytes: error.bytes, maxMessageBytes: error.maxMessageBytes },
@@ -182,7 +189,7 @@ export class NsqTransport implements Transport {
           );
         },
         recordDuplicate: (id, kind) => this.#recordDuplicate(queue, id, kind),
-        scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, this.#options.channel),
+        scanStartsIn: (topic, via) => this.#nodes.node(via).scanStartsIn(topic, channel),
         deadLetterCopy: async (errorQueue, id, body, headers, via) => {
           checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
           // The error store and the operations read error topics through a channel of their own: it must hold every entry.
@@ -208,6 +215,13 @@ export class NsqTransport implements Transport {
       throw error;
     }
     return subscription;
+  }
+
+  /** Whether `topic` has the error channel on any nsqd this transport knows: an error topic. */
+  async #isErrorTopic(topic: string): Promise<boolean> {
+    const nodes = await this.#nodes.known();
+    const stats = await Promise.all(nodes.map((n) => n.http.topicStats(topic)));
+    return stats.some((t) => t?.channels.some((c) => c.channel_name === this.#operations.errorChannel) ?? false);
   }
 
   /** Closes every subscription and publishing connection. Deliveries still unsettled come back to other consumers after their lease. */
