@@ -9,9 +9,10 @@ export { Endpoint, formatDelay, type EndpointStats, type StopOptions } from './e
 export type { EndpointOptions, RecoverabilityOptions, Handler, CustomPolicy } from './endpoint/options.js';
 export type { MessageContext, RequeueOptions } from './endpoint/context.js';
 export type { EndpointEvents, FailureEvent, SettlementFailedEvent, SettlementOutcome } from './endpoint/events.js';
-export { OptionError } from './endpoint/validate.js';
+export { OptionError } from './util/option-checks.js';
 export { Producer, type ProducerOptions, type ProducerRetryOptions, type SendOptions, type ProducerEvents, type ProducerStats } from './producer/producer.js';
-export { ThrottledError, FatalSendError, SendTimeoutError, SendFailedError, type SendAttempt, type SendErrorKind } from './producer/errors.js';
+export { SendFailedError, type SendAttempt } from './producer/errors.js';
+export { ThrottledError, FatalSendError, SendTimeoutError, type SendErrorKind } from './transport/send-errors.js';
 export { ValidationError, formatPath, type ValidationIssue } from './schema/validate.js';
 export type { StandardSchemaV1 } from '@standard-schema/spec';
 export type { FlowControlOptions, ConsumerBackoffOptions, RateLimitOptions, RetryBudgetOptions } from './flow/options.js';

@@ -14,7 +14,7 @@ import { systemClock, type Clock } from '../time/clock.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Transport } from '../transport/types.js';
 import type { CustomPolicy, EndpointOptions, Handler, RecoverabilityOptions } from './options.js';
-import { duration, fn, nonEmpty, OptionError, queueName, wholeNumber } from './validate.js';
+import { duration, fn, nonEmpty, OptionError, queueName, wholeNumber } from '../util/option-checks.js';
 
 /** Recoverability options after validation, with every default filled in. */
 export interface RecoverabilityConfig {

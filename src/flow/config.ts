@@ -1,6 +1,6 @@
 import { DEFAULTS } from '../defaults.js';
 import { fullJitter } from '../backoff/jitter.js';
-import { duration, OptionError, wholeNumber } from '../endpoint/validate.js';
+import { duration, OptionError, wholeNumber } from '../util/option-checks.js';
 import { nsqExponential, type ConsumerBackoffSettings } from './consumer-backoff.js';
 import type { FlowControlOptions } from './options.js';
 import type { RetryBudgetSettings } from './retry-budget.js';

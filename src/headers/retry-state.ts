@@ -1,5 +1,5 @@
 import { HEADER, HEADER_PREFIX, LIMITS } from './names.js';
-import { epochMsHeader } from '../policy/deadline.js';
+import { epochMsHeader } from './epoch-ms.js';
 import type { Headers } from '../transport/types.js';
 
 /** One earlier failure, as kept in the history header. */

@@ -2,7 +2,7 @@ import type { BeforeApplicationShutdown, OnApplicationBootstrap, OnApplicationSh
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { Endpoint } from '../endpoint/endpoint.js';
 import type { EndpointOptions } from '../endpoint/options.js';
-import { OptionError } from '../endpoint/validate.js';
+import { OptionError } from '../util/option-checks.js';
 import type { Transport } from '../transport/types.js';
 import { handlesOf, type HandleMetadata } from './handle.js';
 import type { ResolvedModuleOptions } from './options.js';

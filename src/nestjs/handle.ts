@@ -1,6 +1,6 @@
 import type { MessageContext } from '../endpoint/context.js';
 import type { EndpointOptions } from '../endpoint/options.js';
-import { OptionError, queueName } from '../endpoint/validate.js';
+import { OptionError, queueName } from '../util/option-checks.js';
 
 /**
  * Endpoint settings a handler can carry: every {@link EndpointOptions}

@@ -1,6 +1,6 @@
 import type { FactoryProvider, ModuleMetadata } from '@nestjs/common';
 import { DEFAULTS } from '../defaults.js';
-import { duration, nonEmpty, OptionError } from '../endpoint/validate.js';
+import { duration, nonEmpty, OptionError } from '../util/option-checks.js';
 import type { ProducerOptions } from '../producer/producer.js';
 import type { Transport } from '../transport/types.js';
 import type { HandlerSettings } from './handle.js';

@@ -1,5 +1,5 @@
 import { resolveRecoverabilityConfig, type RecoverabilityConfig } from '../endpoint/config.js';
-import { OptionError } from '../endpoint/validate.js';
+import { OptionError } from '../util/option-checks.js';
 import type { FailureContext } from '../policy/context.js';
 import { recoverabilityPolicy } from '../policy/recoverability-policy.js';
 import { seededRandom } from '../time/random.js';

@@ -8,6 +8,7 @@
  * handled at or after its deadline, and no retry is scheduled to come back
  * at or after it. Pure functions of their arguments.
  */
+import { epochMsHeader, MAX_EPOCH_MS } from '../headers/epoch-ms.js';
 import { HEADER } from '../headers/names.js';
 import type { Headers } from '../transport/types.js';
 import type { FailureContext } from './context.js';
@@ -18,9 +19,6 @@ export type OnExpired = 'error-queue' | 'discard';
 
 /** The failure reason, and discard reason, of a message whose deadline passed. */
 export const EXPIRED = 'expired';
-
-/** The largest time a `Date` can hold, in milliseconds since the epoch. */
-export const MAX_EPOCH_MS = 8.64e15;
 
 /** Recorded as the failure of a message whose deadline passed before its handler ran. */
 export class DeadlineExpiredError extends Error {
@@ -79,15 +77,6 @@ export function readDeadlineHeaders(headers: Readonly<Headers>): DeadlineHeaders
     return value;
   };
   return { expiresAt: read(HEADER.expiresAt), deadlineAt: read(HEADER.deadlineAt), malformed };
-}
-
-/** An epoch-milliseconds header: the time, undefined when absent, or `malformed` when present but not whole milliseconds within a Date's range. */
-export function epochMsHeader(headers: Readonly<Headers>, name: string): number | undefined | 'malformed' {
-  if (!Object.prototype.hasOwnProperty.call(headers, name)) return undefined;
-  const raw = headers[name];
-  if (typeof raw !== 'string' || !/^\d{1,16}$/.test(raw)) return 'malformed';
-  const ms = Number(raw);
-  return ms <= MAX_EPOCH_MS ? ms : 'malformed';
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { RecoverabilityConfig } from '../endpoint/config.js';
-import { guardedBackoff, guardedPredicate, UserPartError, type UserPart } from '../endpoint/guard.js';
-import { duration } from '../endpoint/validate.js';
+import { guardedBackoff, guardedPredicate, UserPartError, type UserPart } from './guard.js';
+import { duration } from '../util/option-checks.js';
 import type { Random } from '../time/random.js';
 import { isInstance } from '../util/thrown.js';
 import type { FailureContext } from './context.js';

@@ -4,7 +4,7 @@
  * producer's monotonic clock, so that every attempt of one send is due at
  * the same moment.
  */
-import { OptionError } from '../endpoint/validate.js';
+import { OptionError } from '../util/option-checks.js';
 import type { Clock } from '../time/clock.js';
 import type { OutgoingMessage, Transport } from '../transport/types.js';
 

@@ -4,7 +4,7 @@ import { connectionBackoff } from '../backoff/connection.js';
 import type { Backoff } from '../backoff/types.js';
 import { jsonCodec, type Codec } from '../codec.js';
 import { DEFAULTS } from '../defaults.js';
-import { duration, fn, nonEmpty, wholeNumber } from '../endpoint/validate.js';
+import { duration, fn, nonEmpty, wholeNumber } from '../util/option-checks.js';
 import { sendDueAt, withDelay } from './delay.js';
 import { TypedEmitter } from '../events.js';
 import { summarizeError } from '../headers/failure.js';
@@ -16,7 +16,8 @@ import { systemClock, type Clock } from '../time/clock.js';
 import { Deadlines } from '../time/deadlines.js';
 import { systemRandom, type Random } from '../time/random.js';
 import type { Headers, Transport } from '../transport/types.js';
-import { classifyByBrand, SendFailedError, SendTimeoutError, type SendAttempt, type SendErrorKind } from './errors.js';
+import { SendFailedError, type SendAttempt } from './errors.js';
+import { classifyByBrand, SendTimeoutError, type SendErrorKind } from '../transport/send-errors.js';
 
 /** How sends are retried. */
 export interface ProducerRetryOptions {

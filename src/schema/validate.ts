@@ -1,5 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { OptionError } from '../endpoint/validate.js';
+import { OptionError } from '../util/option-checks.js';
 import { truncate } from '../headers/retry-state.js';
 
 /** One reason a body failed its schema. */

@@ -4,7 +4,7 @@
  * message starts with the name of the transport that raised it (`redis: ...`).
  * A transport re-exports the ones it raises from its own entry point.
  */
-import { FatalSendError } from '../producer/errors.js';
+import { FatalSendError } from './send-errors.js';
 import { readProperty } from '../util/thrown.js';
 import type { DeliveryGone } from './delivery-gone.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { sendJson } from '../support/engine-harness.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import type { EndpointEvents } from '../../src/endpoint/events.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { HEADER } from '../../src/headers/names.js';
 import { decodeReplayOutcome } from '../../src/operations/replay-outcome.js';
 import { UnrecoverableError } from '../../src/policy/errors.js';

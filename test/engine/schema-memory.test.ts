@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { describeSchema } from './schema-suite.js';
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import type { Transport } from '../../src/transport/types.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';

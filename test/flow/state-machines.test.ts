@@ -4,7 +4,7 @@ import { backoffOnFailure, backoffOnSuccess, INITIAL_CONSUMER_BACKOFF, type Cons
 import { INITIAL_RATE_LIMIT, rateLimitOnFailure, rateLimitOnSuccess } from '../../src/flow/rate-limit.js';
 import { depositFirstAttempt, fullBudget, refill, trySpend } from '../../src/flow/retry-budget.js';
 import { seededRandom } from '../../src/time/random.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 
 describe('NSQ consumer backoff counter', () => {
   const exponential = resolveFlowConfig({ consumerBackoff: true }).consumerBackoff!;

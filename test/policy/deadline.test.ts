@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/backoff/index.js';
 import { resolveRecoverabilityConfig } from '../../src/endpoint/config.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { HEADER } from '../../src/headers/names.js';
 import { readRetryState, withRetryState } from '../../src/headers/retry-state.js';
 import type { FailureContext } from '../../src/policy/context.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Producer } from '../../src/producer/producer.js';
-import { ThrottledError } from '../../src/producer/errors.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { ThrottledError } from '../../src/transport/send-errors.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { seededRandom } from '../../src/time/random.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';

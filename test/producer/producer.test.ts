@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Producer } from '../../src/producer/producer.js';
-import { FatalSendError, SendFailedError, ThrottledError } from '../../src/producer/errors.js';
+import { SendFailedError } from '../../src/producer/errors.js';
+import { FatalSendError, ThrottledError } from '../../src/transport/send-errors.js';
 import { HEADER } from '../../src/headers/names.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { seededRandom } from '../../src/time/random.js';

@@ -17,7 +17,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { connectionBackoff } from '../../src/backoff/connection.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { HEADER } from '../../src/headers/names.js';
-import { FatalSendError, SendFailedError, ThrottledError, type SendErrorKind } from '../../src/producer/errors.js';
+import { SendFailedError } from '../../src/producer/errors.js';
+import { FatalSendError, ThrottledError, type SendErrorKind } from '../../src/transport/send-errors.js';
 import { Producer, type ProducerEvents } from '../../src/producer/producer.js';
 import { seededRandom } from '../../src/time/random.js';
 import {

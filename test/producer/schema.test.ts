@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { Producer } from '../../src/producer/producer.js';
-import { OptionError } from '../../src/endpoint/validate.js';
+import { OptionError } from '../../src/util/option-checks.js';
 import { ValidationError } from '../../src/schema/validate.js';
 import { MemoryTransport } from '../../src/transports/memory/index.js';
 import type { OutgoingMessage } from '../../src/transport/types.js';

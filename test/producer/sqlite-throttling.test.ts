@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { connectionBackoff } from '../../src/backoff/connection.js';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
 import { Producer } from '../../src/producer/producer.js';
-import { ThrottledError } from '../../src/producer/errors.js';
+import { ThrottledError } from '../../src/transport/send-errors.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 
 describe('SQLite backlog throttling, end to end', () => {

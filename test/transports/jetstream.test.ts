@@ -9,7 +9,7 @@
 import { connect, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { classifyByBrand } from '../../src/producer/errors.js';
+import { classifyByBrand } from '../../src/transport/send-errors.js';
 import { systemClock, type Clock } from '../../src/time/clock.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { isDeliveryGone } from '../../src/transport/delivery-gone.js';

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { OptionError } from '../../endpoint/validate.js';
+import { OptionError } from '../../util/option-checks.js';
 import { ALL_TARGETS, findConflicts, planNotes, RABBITMQ_CONSUMER_TIMEOUT_MS, type PlanTarget } from '../../planning/conflicts.js';
 import { planPolicy } from '../../planning/plan.js';
 import { planChart, planReport, planText } from '../plan-report.js';

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { OptionError } from '../../endpoint/validate.js';
+import { OptionError } from '../../util/option-checks.js';
 import { formatDuration } from '../../planning/duration-text.js';
 import { outageChart, outageChartTitle } from '../../simulation/outage-chart.js';
 import {

@@ -1,4 +1,4 @@
-import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
+import { classifyByBrand, type SendErrorKind } from '../../transport/send-errors.js';
 
 /**
  * JetStream API error codes that mean "no room": back off. A full stream

@@ -1,5 +1,5 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
-import type { SendErrorKind } from '../../producer/errors.js';
+import type { SendErrorKind } from '../../transport/send-errors.js';
 import { checkConsume, checkHeadersObject, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';

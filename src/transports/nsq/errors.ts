@@ -6,7 +6,7 @@
  * already-settled errors are the ones every transport shares.
  */
 export { TransportClosedError, DeliveryGoneError, AlreadySettledError } from '../../transport/errors.js';
-import { FatalSendError } from '../../producer/errors.js';
+import { FatalSendError } from '../../transport/send-errors.js';
 
 /** A message larger than nsqd's `--max-msg-size`, envelope included: refused before it is sent. */
 export class MessageTooLargeError extends FatalSendError {

@@ -4,7 +4,7 @@
  * redeliver queue is a topic; a name nsqd would refuse is refused here,
  * before anything is sent, with the rule in the message.
  */
-import { FatalSendError } from '../../producer/errors.js';
+import { FatalSendError } from '../../transport/send-errors.js';
 
 const NAME = /^[.a-zA-Z0-9_-]+(#ephemeral)?$/;
 

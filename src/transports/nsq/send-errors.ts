@@ -1,4 +1,4 @@
-import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
+import { classifyByBrand, type SendErrorKind } from '../../transport/send-errors.js';
 import { NsqPublishError, NsqRefusedError } from './errors.js';
 
 /** nsqd's error codes for a publish that may succeed later: nsqd exiting, its disk queue unhealthy. */

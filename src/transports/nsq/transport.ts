@@ -1,4 +1,4 @@
-import type { SendErrorKind } from '../../producer/errors.js';
+import type { SendErrorKind } from '../../transport/send-errors.js';
 import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';

@@ -6,7 +6,7 @@
  * `Producer` treats them right by their brand alone (see
  * `RabbitMqTransport.classifySendError` and docs/producer.md).
  */
-import { FatalSendError, ThrottledError } from '../../producer/errors.js';
+import { FatalSendError, ThrottledError } from '../../transport/send-errors.js';
 
 /**
  * The broker did not confirm a publish within `confirmTimeoutMs`: the

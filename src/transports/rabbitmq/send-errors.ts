@@ -21,7 +21,7 @@
  *   codes that mean "try again": `320 CONNECTION_FORCED`, `541
  *   INTERNAL_ERROR`, `405 RESOURCE_LOCKED`, `504 CHANNEL_ERROR`.
  */
-import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
+import { classifyByBrand, type SendErrorKind } from '../../transport/send-errors.js';
 
 /**
  * AMQP 0-9-1 reply codes (spec section 1.2, and RabbitMQ's use of them) and

@@ -6,7 +6,7 @@
  * by their brand alone (see `classifyRedisSendError`). The errors every
  * transport raises alike come from `transport/errors.ts`, re-exported here.
  */
-import { FatalSendError, ThrottledError } from '../../producer/errors.js';
+import { FatalSendError, ThrottledError } from '../../transport/send-errors.js';
 
 export { AlreadySettledError, DeliveryGoneError, SettlementRefusedError, TransportClosedError } from '../../transport/errors.js';
 

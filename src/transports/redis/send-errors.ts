@@ -1,4 +1,4 @@
-import { classifyByBrand, type SendErrorKind } from '../../producer/errors.js';
+import { classifyByBrand, type SendErrorKind } from '../../transport/send-errors.js';
 
 /**
  * How a `Producer` treats an error of a Redis send:

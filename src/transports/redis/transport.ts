@@ -1,7 +1,7 @@
 import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { Redis } from 'ioredis';
-import type { SendErrorKind } from '../../producer/errors.js';
+import type { SendErrorKind } from '../../transport/send-errors.js';
 import type {
   ConsumeOptions,
   DeliveryListener,

@@ -17,7 +17,7 @@ import { openDatabase } from './schema.js';
 import { Store } from './store.js';
 import { SqliteSubscription } from './subscription.js';
 import { SqliteOperations } from './operations.js';
-import { ThrottledError, type SendErrorKind } from '../../producer/errors.js';
+import { ThrottledError, type SendErrorKind } from '../../transport/send-errors.js';
 import type { ErrorQueueOperations } from '../../transport/error-queue.js';
 import type { QueueInspection } from '../../transport/inspection.js';
 

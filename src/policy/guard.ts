@@ -1,8 +1,8 @@
 import type { Backoff } from '../backoff/types.js';
 import { summarizeError } from '../headers/failure.js';
 import type { Logger } from '../logger.js';
-import type { UnrecoverablePredicate } from '../policy/classify.js';
-import type { FailureReason } from '../policy/decision.js';
+import type { UnrecoverablePredicate } from './classify.js';
+import type { FailureReason } from './decision.js';
 
 /**
  * A user-supplied part of the message path other than the handler. Each name
