@@ -23,7 +23,7 @@ import { wrap } from '../../../src/transports/nsq/codec.js';
 import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js';
 import { NsqNodes, nsqNodeSkipReason } from '../../support/nsq-node.js';
 import { recordingLogger } from '../../support/recording-logger.js';
-import { nsqdHttp, topicName, until } from './support.js';
+import { channelEmpty, nsqdHttp, topicName, until } from './support.js';
 
 const skip = nsqNodeSkipReason();
 const MAX = 4096;
@@ -153,8 +153,8 @@ describe.skipIf(Boolean(skip))("nsqd's --max-msg-size (4096)", () => {
     expect(entry!.headers).toEqual({ keep: 'ж' });
     expect(entry!.body).toEqual(got[0]!.body);
     expect(logger.lines.some((l) => l.level === 'error' && new RegExp(`deadLetter copy of message 'edge'.*moved to ${errorQueue.replace(/\./g, '\\.')} as it arrived`).test(l.message))).toBe(true);
-    // The original was finished: nothing comes back on the queue.
-    await new Promise((r) => setTimeout(r, 500));
+    // The original was finished: nsqd holds nothing of it on the queue's channel, so nothing comes back.
+    await until('the original finished', () => channelEmpty(nsqdHttp(nodes.httpAddress(1)), topic));
     expect(got).toHaveLength(1);
     await t.close();
   }, 20_000);

@@ -42,6 +42,12 @@ export async function channelClients(api: NsqdHttpApi, topic: string, channel = 
   return (await api.channelStats(topic, channel))?.clients ?? [];
 }
 
+/** Whether nsqd holds nothing on `topic`/`channel`: nothing ready, in flight or deferred (every message there finished). */
+export async function channelEmpty(api: NsqdHttpApi, topic: string, channel = 'redeliver'): Promise<boolean> {
+  const c = await api.channelStats(topic, channel);
+  return c !== undefined && c.depth + c.in_flight_count + c.deferred_count === 0;
+}
+
 /** Polls `probe` every 20 ms until it returns true, failing after `timeoutMs` with `what`. */
 export async function until(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
