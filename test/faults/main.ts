@@ -4,7 +4,7 @@
  * row per scenario, the elapsed time, and one JSON line; exits 1 when any
  * scenario lost a message or could not run.
  *
- * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream] [--messages N] [--seed N]
+ * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|rocketmq] [--messages N] [--seed N]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,10 +13,11 @@ import { parseArgs } from 'node:util';
 import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
+import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
-import { runScenario, type ScenarioResult } from './run.js';
+import { runScenario, skipReasonOf, type ScenarioResult } from './run.js';
 import { SCENARIOS } from './scenarios.js';
 
 const { values, positionals } = parseArgs({
@@ -34,7 +35,7 @@ if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages mu
 const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
 if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
 const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
-if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream or all`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'rocketmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream, rocketmq or all`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -53,12 +54,17 @@ if (wanted('jetstream')) {
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new JetStreamFaultAdapter({ nodes: 3, log }));
 }
 
+if (wanted('rocketmq')) {
+  adapters.push(() => new RocketMqFaultAdapter({ log }));
+  if (scenarios.some((s) => s.name === 'proxy-kill' || s.name === 'broker-scale-out')) adapters.push(() => new RocketMqFaultAdapter({ layout: 'two-brokers', log }));
+}
+
 const results: ScenarioResult[] = [];
 let failures = 0;
 for (const make of adapters) {
   const adapter = make();
-  const applicable = scenarios.filter((s) => !adapter.skipReason(s.name));
-  const skippedHere = scenarios.filter((s) => adapter.skipReason(s.name));
+  const applicable = scenarios.filter((s) => !skipReasonOf(adapter, s));
+  const skippedHere = scenarios.filter((s) => skipReasonOf(adapter, s));
   // A cluster row is only worth printing for the scenario it runs.
   const toReport = /-\d+-node$/.test(adapter.transport) ? [] : skippedHere;
   for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));

@@ -20,6 +20,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BROKERS_HOME, listening, livePid, spawnDetached, stopPid, waitFor } from '../../scripts/brokers/system.js';
+import { RocketMqAdmin } from '../../src/transports/rocketmq/admin.js';
 import { trackServer, untrackServer, type OwnServer } from '../support/own-servers.js';
 
 const VERSION = '5.3.3';
@@ -141,6 +142,12 @@ export class RocketMqNodes implements OwnServer {
         const printed = readFileSync(out).subarray(since).toString('utf8').includes(jvm.bootLine);
         return printed && (await Promise.all(jvm.ports.map((p) => listening(p)))).every(Boolean);
       });
+      // A broker counts as up once the name server routes to it (when the name server runs).
+      if (role.startsWith('broker') && this.pid('namesrv') !== null) {
+        const address = `127.0.0.1:${jvm.ports[0]}`;
+        const admin = new RocketMqAdmin(this.nameServer, 'DefaultCluster', 1, 2_000);
+        await waitFor(`the name server to list ${role}`, 60_000, async () => (await admin.masters().catch((): string[] => [])).includes(address));
+      }
     } catch (error) {
       this.#signal(role, 'SIGKILL');
       throw error;
@@ -243,6 +250,8 @@ export class RocketMqNodes implements OwnServer {
           proxyMode: mode,
           grpcServerPort: FAULT_PORTS.grpcProxy,
           remotingListenPort: FAULT_PORTS.remotingProxy,
+          // Routes name the port the client asked on: a client behind a TCP proxy keeps going through it.
+          useEndpointPortFromRequest: true,
         }),
       );
     for (const [role, brokerName, port] of brokers) {

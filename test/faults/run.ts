@@ -53,9 +53,17 @@ export interface RunOptions {
 
 let runCounter = 0;
 
+/** Why `scenario` does not run on `adapter`: the adapter's reason, or the scenario's when the adapter lacks the fault it needs. */
+export function skipReasonOf(adapter: FaultAdapter, scenario: Scenario): string | undefined {
+  const reason = adapter.skipReason(scenario.name);
+  if (reason) return reason;
+  if (scenario.needs && adapter[scenario.needs] === undefined) return scenario.absentReason ?? `the transport has no ${scenario.needs}`;
+  return undefined;
+}
+
 /** Runs `scenario` on `adapter` (already started) and resolves its row. */
 export async function runScenario(adapter: FaultAdapter, scenario: Scenario, options: RunOptions): Promise<ScenarioResult> {
-  const skipped = adapter.skipReason(scenario.name);
+  const skipped = skipReasonOf(adapter, scenario);
   if (skipped) return { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped };
 
   const label = `f${process.pid}-${++runCounter}-${scenario.name}`;

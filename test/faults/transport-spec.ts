@@ -8,6 +8,7 @@ import type { Transport } from '../../src/transport/types.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
+import { RocketMqTransport } from '../../src/transports/rocketmq/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 
 /** A transport, described in JSON. */
@@ -39,6 +40,16 @@ export type TransportSpec =
       readonly prefix: string;
       /** Copies of each stream: 1 on one server, 3 on the cluster. */
       readonly replicas: number;
+    }
+  | {
+      readonly kind: 'rocketmq';
+      /** The gRPC proxy, `host:port`: the scenario's TCP proxy in front of it, so its connections can be cut. */
+      readonly endpoints: string;
+      readonly nameServer: string;
+      /** The scenario's own consumer group, so its offsets are apart from every other scenario's. */
+      readonly consumerGroup: string;
+      /** Unique per process, in the proxy's client list. */
+      readonly connectionName: string;
     };
 
 /** Opens the transport `spec` describes, with default settings. */
@@ -52,6 +63,15 @@ export function openSpec(spec: TransportSpec): Transport {
       prefix: spec.prefix,
       replicas: spec.replicas,
       connectionOptions: { ignoreClusterUpdates: true },
+      logger: outputLogger,
+    });
+  }
+  if (spec.kind === 'rocketmq') {
+    return new RocketMqTransport({
+      endpoints: spec.endpoints,
+      nameServer: spec.nameServer,
+      consumerGroup: spec.consumerGroup,
+      connectionName: spec.connectionName,
       logger: outputLogger,
     });
   }
@@ -70,7 +90,7 @@ const outputLogger: Logger = {
   error: (fields, message) => console.error(`${new Date().toISOString()} error ${message} ${JSON.stringify(fields)}`),
 };
 
-/** The same spec, with the connection named `connectionName` (RabbitMQ, Redis and JetStream; SQLite has no connection). */
+/** The same spec, with the connection named `connectionName` (every transport but SQLite, which has no connection). */
 export function named(spec: TransportSpec, connectionName: string): TransportSpec {
   return spec.kind === 'sqlite' ? spec : { ...spec, connectionName };
 }

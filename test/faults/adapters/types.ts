@@ -92,4 +92,10 @@ export interface FaultAdapter {
   readyCount?(queue: string): Promise<number>;
   /** Kills the node leading the work queue with SIGKILL; resolves a function that brings it back. */
   killQueueLeader?(scope: Scope): Promise<() => Promise<void>>;
+  /** Kills the name server (RocketMQ's routing registry) with SIGKILL, leaves it down for `downMs`, and starts it again. */
+  killNameServer?(downMs: number): Promise<void>;
+  /** Kills the proxy clients connect to with SIGKILL, the brokers behind it alive, for `downMs`, and starts it again. */
+  killProxy?(downMs: number): Promise<void>;
+  /** Kills one of two brokers holding the work queue's queues with SIGKILL; resolves a function that brings it back. */
+  killOneBroker?(scope: Scope): Promise<() => Promise<void>>;
 }
