@@ -16,7 +16,12 @@ export interface RocketMqTransportOptions {
   readonly consumerGroup?: string;
   /** The cluster whose brokers the transport creates topics on. Default `'DefaultCluster'`. */
   readonly cluster?: string;
-  /** Queues (`readQueueNums`/`writeQueueNums`) of each topic the transport creates. Default 4. */
+  /**
+   * Queues (`readQueueNums`/`writeQueueNums`) of each topic the transport
+   * creates on each broker. Consumers share a queue (they pop from it), so
+   * one keeps messages in the order they were stored, and more spread the
+   * broker's load at the cost of that order. Default 1.
+   */
   readonly queuesPerTopic?: number;
   /**
    * How long a delivery stays invisible to other consumers (the invisible
@@ -50,7 +55,7 @@ export const ROCKETMQ_DEFAULTS = {
   nameServer: '127.0.0.1:9876',
   consumerGroup: 'redeliver',
   cluster: 'DefaultCluster',
-  queuesPerTopic: 4,
+  queuesPerTopic: 1,
   leaseMs: DEFAULTS.leaseMs,
   pollWaitMs: 5_000,
   requestTimeoutMs: 5_000,

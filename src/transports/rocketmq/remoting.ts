@@ -22,10 +22,12 @@ export const REQUEST = {
   deleteTopicInBroker: 215,
   deleteTopicInNamesrv: 216,
   getTopicConfig: 351,
+  pullMessage: 11,
+  updateAndCreateSubscriptionGroup: 200,
 } as const;
 
 /** Reply codes the transport tells apart (RocketMQ's `ResponseCode`). */
-export const REPLY = { success: 0, topicNotExist: 17, queryNotFound: 22, subscriptionGroupNotExist: 26 } as const;
+export const REPLY = { success: 0, topicNotExist: 17, pullNotFound: 19, pullRetryImmediately: 20, pullOffsetMoved: 21, queryNotFound: 22, subscriptionGroupNotExist: 26 } as const;
 
 /** A reply: its code, remark, header fields and body. */
 export interface RemotingReply {
@@ -87,7 +89,7 @@ export function parseServerJson<T>(body: Buffer): T {
 }
 
 /** Sends one request to `address` (`host:port`) and resolves its reply. */
-export function request(address: string, code: number, extFields: Readonly<Record<string, string>> = {}, timeoutMs = 5_000): Promise<RemotingReply> {
+export function request(address: string, code: number, extFields: Readonly<Record<string, string>> = {}, timeoutMs = 5_000, body?: Uint8Array): Promise<RemotingReply> {
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon);
   const port = Number(address.slice(colon + 1));
@@ -101,7 +103,7 @@ export function request(address: string, code: number, extFields: Readonly<Recor
       reject(new RemotingError(address, code, reason));
     };
     const timer = setTimeout(() => fail(`no reply within ${timeoutMs} ms`), timeoutMs);
-    socket = connect({ host, port }, () => socket!.write(encodeRequest(code, extFields, opaque)));
+    socket = connect({ host, port }, () => socket!.write(encodeRequest(code, extFields, opaque, body)));
     socket.on('data', (chunk: Buffer) => {
       data = Buffer.concat([data, chunk]);
       let reply: RemotingReply | undefined;

@@ -11,6 +11,7 @@ import { MessageTooLargeError, TransportClosedError } from './errors.js';
 import { leaseOption, resolveRocketMqOptions, type ResolvedRocketMqOptions, type RocketMqTransportOptions } from './options.js';
 import { classifyRocketMqSendError, statusCode } from './send-errors.js';
 import { RocketMqSubscription } from './subscription.js';
+import { RocketMqOperations } from './operations.js';
 
 /** The furthest ahead the proxy accepts a delivery time: longer delays go in hops of at most this. */
 export const MAX_HOP_MS = 24 * 3_600_000;
@@ -59,6 +60,7 @@ export class RocketMqTransport implements Transport {
   readonly #options: ResolvedRocketMqOptions;
   readonly #subscriptions = new Set<RocketMqSubscription>();
   readonly #topics = new Map<string, Promise<void>>();
+  readonly #operations: RocketMqOperations;
   #producer: Promise<Producer> | undefined;
   #closed = false;
 
@@ -67,6 +69,28 @@ export class RocketMqTransport implements Transport {
     this.#options = resolveRocketMqOptions(options);
     const o = this.#options;
     this.admin = new RocketMqAdmin(o.nameServer, o.cluster, o.queuesPerTopic, o.requestTimeoutMs);
+    this.#operations = new RocketMqOperations({
+      admin: this.admin,
+      consumerGroup: o.consumerGroup,
+      clock: o.clock,
+      knownTopics: () => [...this.#topics.keys()].filter((t) => !t.startsWith('%')),
+      sendTo: (topic, id, body, headers) =>
+        this.#send(topic, 'work', timed(topic, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, 0, undefined, o.clock.now())),
+      recordRemoval: async (topic, key) => {
+        await this.#ensure(topic, 'error');
+        await this.#send(topic, 'error', { topic, body: Buffer.from(key, 'utf8') });
+      },
+    });
+  }
+
+  /** Browse, replay and delete error-queue entries, the broker's `%DLQ%<group>` topics included (see ./operations.ts). */
+  get errorQueue(): RocketMqOperations {
+    return this.#operations;
+  }
+
+  /** Queue depths (see ./operations.ts). */
+  get inspection(): RocketMqOperations {
+    return this.#operations;
   }
 
   /** The consumer group consumers of this transport join. */

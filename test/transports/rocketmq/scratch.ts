@@ -40,7 +40,7 @@ export async function rocketSkipReason(): Promise<string | undefined> {
 export class RocketScratch {
   readonly group: string;
   readonly topics = new Set<string>();
-  readonly admin = new RocketMqAdmin(ROCKETMQ_NAMESRV, 'DefaultCluster', 4, 5_000);
+  readonly admin = new RocketMqAdmin(ROCKETMQ_NAMESRV, 'DefaultCluster', 1, 5_000);
 
   constructor(label: string) {
     this.group = `redeliver-test-${label}-${randomUUID().slice(0, 8)}`;
@@ -60,7 +60,7 @@ export class RocketScratch {
   /** Deletes the recorded topics, the broker's retry and dead-letter topics of the group, and the group. */
   async cleanup(): Promise<void> {
     for (const topic of [...this.topics, `%RETRY%${this.group}`, `%DLQ%${this.group}`]) await this.admin.deleteTopic(topic).catch(() => undefined);
-    await this.admin.deleteGroup(this.group).catch(() => undefined);
+    for (const group of [this.group, `${this.group}-operator`]) await this.admin.deleteGroup(group).catch(() => undefined);
     this.topics.clear();
   }
 }
