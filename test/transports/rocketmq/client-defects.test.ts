@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BadRequestException, ExponentialBackoffRetryPolicy, InternalErrorException, PayloadTooLargeException, ProxyTimeoutException, SimpleConsumer, TooManyRequestsException } from 'rocketmq-client-nodejs';
+// @ts-expect-error google-protobuf ships no types; the client builds its durations with it.
 import { Duration } from 'google-protobuf/google/protobuf/duration_pb.js';
 import { ExponentialBackoff, RetryPolicy } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb.js';
 import { classifyRocketMqSendError } from '../../../src/transports/rocketmq/index.js';
