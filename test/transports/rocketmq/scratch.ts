@@ -57,9 +57,10 @@ export class RocketScratch {
     return t;
   }
 
-  /** Deletes the recorded topics, the broker's retry and dead-letter topics of the group, and the group. */
+  /** Deletes the recorded topics, the broker's retry topics (`%RETRY%<group>`, and `%RETRY%<group>_<topic>` of pop consumption) and dead-letter topic of the group, and the group. */
   async cleanup(): Promise<void> {
-    for (const topic of [...this.topics, `%RETRY%${this.group}`, `%DLQ%${this.group}`]) await this.admin.deleteTopic(topic).catch(() => undefined);
+    const retries = [...this.topics].map((topic) => `%RETRY%${this.group}_${topic}`);
+    for (const topic of [...this.topics, ...retries, `%RETRY%${this.group}`, `%DLQ%${this.group}`]) await this.admin.deleteTopic(topic).catch(() => undefined);
     for (const group of [this.group, `${this.group}-operator`]) await this.admin.deleteGroup(group).catch(() => undefined);
     this.topics.clear();
   }
