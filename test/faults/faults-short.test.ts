@@ -1,7 +1,7 @@
 /**
  * The short fault suite inside `npm test`: the cheapest scenarios, with few
- * messages, on SQLite, on a RabbitMQ node, on a Redis server and on a NATS
- * server of the test's own. Each must lose nothing. The whole suite is
+ * messages, on SQLite, on a RabbitMQ node, on a Redis server, on a NATS
+ * server and on RocketMQ nodes of the test's own. Each must lose nothing. The whole suite is
  * `npm run faults`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,8 +14,10 @@ import { redisNodeSkipReason } from '../support/redis-node.js';
 import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
+import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
+import { rocketMqNodesSkipReason } from './rocketmq-nodes.js';
 import { runScenario } from './run.js';
 import { SCENARIOS } from './scenarios.js';
 
@@ -81,5 +83,19 @@ describe.skipIf(Boolean(natsNodeSkipReason()))('fault suite, short: JetStream on
 
   it('loses nothing when the server is killed -9 with over 1,000 delayed retries pending', async () => {
     await expectNoLoss(jetstream, 'broker-kill');
+  }, 240_000);
+});
+
+describe.skipIf(Boolean(rocketMqNodesSkipReason()))('fault suite, short: RocketMQ on nodes of its own', () => {
+  const rocketmq = new RocketMqFaultAdapter();
+  beforeAll(() => rocketmq.start(), 240_000);
+  afterAll(() => rocketmq.stop(), 60_000);
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(rocketmq, 'worker-kill');
+  }, 180_000);
+
+  it('loses nothing when the name server is killed -9 for 15 s with delayed retries pending', async () => {
+    await expectNoLoss(rocketmq, 'name-server-kill');
   }, 240_000);
 });

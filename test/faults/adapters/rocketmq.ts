@@ -17,7 +17,8 @@
  * asked on (`useEndpointPortFromRequest`), so every later connection of the
  * client goes through that TCP proxy too. Depths are read off the brokers
  * over the remoting protocol: queue offsets for the topics, the timer's own
- * per-topic count (`GET_TIMER_METRICS`) for delayed retries.
+ * per-topic count (`GET_TIMER_METRICS`) for delayed retries. The error
+ * topic is read in place at the end (see `#errorIds`).
  */
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,8 +29,8 @@ import { ID_PROPERTY } from '../../../src/transports/rocketmq/codec.js';
 import { parseServerJson, request } from '../../../src/transports/rocketmq/remoting.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { RocketMqNodes, type RocketMqRole } from '../rocketmq-nodes.js';
+import type { Transport } from '../../../src/transport/types.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
 
 /** The broker's request for its timer's per-topic counts. */
@@ -124,7 +125,7 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       spec: (role) => spec(role),
       errorCount: () => unread(errorQueue),
       delayedCount: () => this.#timed(queue),
-      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
+      errorIds: () => this.#errorIds(harness, errorQueue),
       pendingIds: () => this.#pendingIds(queue, group),
       cleanup: async () => {
         await proxy.close();
@@ -207,6 +208,19 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       count += metrics.timingCount?.[topic]?.count ?? 0;
     }
     return count;
+  }
+
+  /**
+   * The message ids of every entry in `errorQueue`, read in place the way
+   * `redeliver errors list` reads it: a RocketMQ error topic is read whole
+   * without consuming it, so nothing a consumer holds hides an entry, and
+   * entries of a broker that was down are counted once it is back. An id
+   * dead-lettered twice appears twice.
+   */
+  async #errorIds(harness: Transport, errorQueue: string): Promise<string[]> {
+    const ids: string[] = [];
+    for await (const page of harness.errorQueue!.scan(errorQueue)) ids.push(...page.map((entry) => entry.messageId));
+    return ids;
   }
 
   /**
