@@ -4,6 +4,8 @@
  * remoting protocol), and its run's topics and groups, made and deleted
  * with the transport's admin.
  */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { RocketMqAdmin } from '../../src/transports/rocketmq/index.js';
 import { request } from '../../src/transports/rocketmq/remoting.js';
 
@@ -20,4 +22,13 @@ export async function timerPrecisionMs(admin: RocketMqAdmin): Promise<number[]> 
     out.push(Number(match[1]));
   }
   return out;
+}
+
+/** The bytes of a broker's timer files under its store: the wheel (`timerwheel`, one slot per tick) and the log (`timerlog/`). */
+export function timerFileBytes(store: string): { wheel: number; log: number } {
+  const wheelPath = join(store, 'timerwheel');
+  const logDir = join(store, 'timerlog');
+  const wheel = existsSync(wheelPath) ? statSync(wheelPath).size : 0;
+  const log = existsSync(logDir) ? readdirSync(logDir).reduce((sum, file) => sum + statSync(join(logDir, file)).size, 0) : 0;
+  return { wheel, log };
 }

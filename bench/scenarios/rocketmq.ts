@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port]`
+ * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port] [--timer-precision-ms T]`
  *
  * redeliver on Apache RocketMQ 5 against a bare `SimpleConsumer` loop on the
  * same broker, in the same run. Every topic and consumer group is named
@@ -23,6 +23,12 @@
  *    Beside it, the broker's own timer: M timed messages sent bare with the
  *    same delays, lateness = received - delivery time. Both run at once.
  *    The broker's `timerPrecisionMs` is read off the broker and reported.
+ *
+ * With `--timer-precision-ms T` the run starts a broker of its own (name
+ * server 9976, broker 11011, proxy 8181, a temporary store, the fault
+ * suite's nodes) with `timerPrecisionMs=T`, runs there instead, and reports
+ * the size of its timer files (`timerwheel`, `timerlog`) beside the
+ * lateness: what a finer timer costs on disk and in page cache.
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -33,7 +39,8 @@ import { payloadString, uniformDelays } from '../redis/workload.js';
 import { messageBody, type Throughput } from '../jetstream/workload.js';
 import { rawThroughput, rawTimerLateness, type RawSetup } from '../rocketmq/raw.js';
 import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../rocketmq/redeliver.js';
-import { timerPrecisionMs } from '../rocketmq/broker.js';
+import { timerFileBytes, timerPrecisionMs } from '../rocketmq/broker.js';
+import { RocketMqNodes } from '../../test/faults/rocketmq-nodes.js';
 
 const MIN_DELAY_MS = 1_000;
 const MAX_DELAY_MS = 60_000;
@@ -55,6 +62,7 @@ export async function run(args: string[]): Promise<void> {
       seed: { type: 'string', default: '42' },
       endpoints: { type: 'string', default: '127.0.0.1:8081' },
       'name-server': { type: 'string', default: '127.0.0.1:9876' },
+      'timer-precision-ms': { type: 'string' },
     },
   });
   const n = positiveArg('messages', values.messages);
@@ -63,8 +71,10 @@ export async function run(args: string[]): Promise<void> {
   const m = positiveArg('delayed', values.delayed);
   const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
-  const endpoints = values.endpoints!;
-  const nameServer = values['name-server']!;
+  const ownTimer = values['timer-precision-ms'] === undefined ? undefined : positiveArg('timer-precision-ms', values['timer-precision-ms']);
+  const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer } });
+  const endpoints = own?.endpoints ?? values.endpoints!;
+  const nameServer = own?.nameServer ?? values['name-server']!;
   const load = [loadavg()[0]!];
 
   const token = randomUUID().slice(0, 8);
@@ -116,6 +126,8 @@ export async function run(args: string[]): Promise<void> {
         { side: 'bare timed message: received - due', p50: bare.p50, p99: bare.p99, max: bare.max, early: bare.early, count: bare.count },
       ],
     );
+    const timerFiles = own === undefined ? undefined : timerFileBytes(own.storeOf('broker-a'));
+    if (timerFiles !== undefined) console.log(`\ntimer files of the bench's own broker: timerwheel ${timerFiles.wheel.toLocaleString('en-US')} bytes, timerlog ${timerFiles.log.toLocaleString('en-US')} bytes`);
     console.log(`\nload average (1 min) during the run: ${load.map((l) => roundTo(l, 2)).join(' -> ')} on ${cpus().length} CPUs`);
 
     const rawPerSec = median('raw');
@@ -139,6 +151,7 @@ export async function run(args: string[]): Promise<void> {
       redeliverRounds: of('redeliver').map((r) => r.perSec),
       delayed: m,
       delayRatePerSec: rate,
+      ...(timerFiles === undefined ? {} : { ownBroker: true, timerWheelBytes: timerFiles.wheel, timerLogBytes: timerFiles.log }),
       loadAverage: load.map((l) => roundTo(l, 2)),
     });
   } finally {
@@ -147,5 +160,6 @@ export async function run(args: string[]): Promise<void> {
       await admin.deleteTopic(`%RETRY%${group}`).catch(() => undefined);
       await admin.deleteGroup(group).catch(() => undefined);
     }
+    await own?.stop();
   }
 }

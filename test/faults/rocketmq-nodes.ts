@@ -59,6 +59,8 @@ export interface RocketMqNodesOptions {
   readonly layout?: 'local' | 'cluster';
   /** Brokers: 1, or 2 (`cluster` layout only). Default 1. */
   readonly brokers?: 1 | 2;
+  /** Broker settings added to (or overriding) the brokers' configuration, e.g. `{ timerPrecisionMs: 100 }`. Default none. */
+  readonly brokerConfig?: Readonly<Record<string, string | number | boolean>>;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
 }
@@ -79,6 +81,7 @@ export class RocketMqNodes implements OwnServer {
     readonly layout: 'local' | 'cluster',
     readonly brokers: 1 | 2,
     log: (line: string) => void,
+    private readonly brokerConfig: Readonly<Record<string, string | number | boolean>> = {},
   ) {
     this.#log = log;
   }
@@ -90,7 +93,7 @@ export class RocketMqNodes implements OwnServer {
     const layout = options.layout ?? 'local';
     const brokers = options.brokers ?? 1;
     if (brokers === 2 && layout !== 'cluster') throw new Error('RocketMqNodes: two brokers need the cluster layout (one proxy in front of both)');
-    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined));
+    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined), options.brokerConfig);
     trackServer(nodes);
     try {
       nodes.#configure();
@@ -174,6 +177,11 @@ export class RocketMqNodes implements OwnServer {
   /** Freezes (`true`, SIGSTOP) or resumes (`false`, SIGCONT) `role`'s JVM. */
   freeze(role: RocketMqRole, on: boolean): void {
     this.#signal(role, on ? 'SIGSTOP' : 'SIGCONT');
+  }
+
+  /** The store directory of a broker. */
+  storeOf(role: 'broker-a' | 'broker-b'): string {
+    return join(this.#home(role), 'store');
   }
 
   /** The stdout of `role`'s JVM and RocketMQ's own logs directory, for the evidence. */
@@ -278,6 +286,7 @@ export class RocketMqNodes implements OwnServer {
           aclEnable: false,
           authenticationEnabled: false,
           authorizationEnabled: false,
+          ...this.brokerConfig,
         }),
       );
       if (this.layout === 'local') {
