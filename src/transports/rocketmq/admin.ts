@@ -23,6 +23,9 @@ export const DLQ_PREFIX = '%DLQ%';
 /** The broker's retry topics start with this. */
 export const RETRY_PREFIX = '%RETRY%';
 
+/** RocketMQ's default `timerPrecisionMs`: a broker's timer fires once a second. */
+export const DEFAULT_TIMER_PRECISION_MS = 1_000;
+
 /** The message types a topic must allow for redeliver's delayed copies. */
 const DELAY_CAPABLE = new Set(['MIXED', 'DELAY']);
 
@@ -74,6 +77,22 @@ export class RocketMqAdmin {
     const masters = names.map((name) => info.brokerAddrTable[name]?.brokerAddrs['0']).filter((a): a is string => typeof a === 'string');
     if (masters.length === 0) throw new AdminError(`find the master brokers of cluster ${this.cluster}`, -1, 'the name server knows none');
     return masters;
+  }
+
+  /**
+   * The coarsest timer precision (`timerPrecisionMs`) among the cluster's
+   * masters: their timers fire on ticks this long, so a timed message
+   * arrives up to this late. A broker that does not report it counts as
+   * {@link DEFAULT_TIMER_PRECISION_MS}.
+   */
+  async timerPrecisionMs(): Promise<number> {
+    let coarsest = 0;
+    for (const broker of await this.masters()) {
+      const reply = ok(await request(broker, REQUEST.getBrokerConfig, {}, this.timeoutMs), `read the configuration of broker ${broker}`);
+      const match = /^timerPrecisionMs=(\d+)$/m.exec(reply.body.toString('utf8'));
+      coarsest = Math.max(coarsest, match ? Number(match[1]) : DEFAULT_TIMER_PRECISION_MS);
+    }
+    return coarsest;
   }
 
   /** The masters the name server routes `topic` to, or undefined when it routes it nowhere. */

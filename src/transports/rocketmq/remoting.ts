@@ -24,6 +24,7 @@ export const REQUEST = {
   getTopicConfig: 351,
   pullMessage: 11,
   updateAndCreateSubscriptionGroup: 200,
+  getBrokerConfig: 26,
 } as const;
 
 /** Reply codes the transport tells apart (RocketMQ's `ResponseCode`). */

@@ -2,8 +2,8 @@ import type { Producer, MessageOptions, SimpleConsumer } from 'rocketmq-client-n
 import type { SendErrorKind } from '../../producer/errors.js';
 import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
-import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
-import { RocketMqAdmin, type TopicKind } from './admin.js';
+import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities, TransportLimits } from '../../transport/types.js';
+import { DEFAULT_TIMER_PRECISION_MS, RocketMqAdmin, type TopicKind } from './admin.js';
 import { startConsumer, startProducer, type MessageView } from './client.js';
 import { DUE_PROPERTY, encodeProperties, GROUP_PROPERTY, headerBytes } from './codec.js';
 import type { DeliveryOwner } from './delivery.js';
@@ -38,6 +38,10 @@ const TOPIC_NOT_FOUND = 40402;
  *   broker holds it until its delivery time) and acknowledges the original
  *   after; `deadLetter` sends the copy to the error topic first the same
  *   way. A crash between the two leaves a duplicate, never a loss.
+ * - The broker's timer fires on ticks of `timerPrecisionMs` (1 000 ms by
+ *   default), so a timed copy arrives up to one tick late: the transport
+ *   reads the coarsest tick of the cluster's brokers and declares it as
+ *   `limits.delayPrecisionMs`, which the deadline rule counts.
  * - Delays beyond 24 h (the proxy's furthest delivery time) go in hops: a
  *   consumer that receives a copy before its due time sends it on, which
  *   counts no delivery.
@@ -53,8 +57,13 @@ const TOPIC_NOT_FOUND = 40402;
 export class RocketMqTransport implements Transport {
   readonly name = 'rocketmq';
   readonly capabilities: TransportCapabilities = { nativeDelay: true, nativeDeliveryCount: true, atomicSettle: false };
-  /** Delays up to 2^31-1 ms, in hops of at most 24 h; headers within the proxy's property size. */
-  readonly limits = Object.freeze({ maxDelayMs: MAX_HELD_DELAY_MS, maxHeaderBytes: MAX_PROPERTY_BYTES, headerBytes });
+  /**
+   * Delays up to 2^31-1 ms, in hops of at most 24 h, brought back up to the
+   * brokers' timer precision late (`timerPrecisionMs`, read off the brokers
+   * when the transport first makes or checks a topic; RocketMQ's default
+   * 1 000 ms until then); headers within the proxy's property size.
+   */
+  readonly limits: TransportLimits;
   /** Creates, checks and deletes this transport's topics. */
   readonly admin: RocketMqAdmin;
   readonly #options: ResolvedRocketMqOptions;
@@ -62,10 +71,21 @@ export class RocketMqTransport implements Transport {
   readonly #topics = new Map<string, Promise<void>>();
   readonly #operations: RocketMqOperations;
   #producer: Promise<Producer> | undefined;
+  #precision: Promise<void> | undefined;
+  #precisionMs: number = DEFAULT_TIMER_PRECISION_MS;
   #closed = false;
 
   /** Checks the options; connects on first use. Throws if an option is invalid. */
   constructor(options: RocketMqTransportOptions = {}) {
+    const precision = () => this.#precisionMs;
+    this.limits = Object.freeze({
+      maxDelayMs: MAX_HELD_DELAY_MS,
+      maxHeaderBytes: MAX_PROPERTY_BYTES,
+      headerBytes,
+      get delayPrecisionMs() {
+        return precision();
+      },
+    });
     this.#options = resolveRocketMqOptions(options);
     const o = this.#options;
     this.admin = new RocketMqAdmin(o.nameServer, o.cluster, o.queuesPerTopic, o.requestTimeoutMs);
@@ -163,17 +183,31 @@ export class RocketMqTransport implements Transport {
     return classifyRocketMqSendError(error);
   }
 
-  /** Makes sure `topic` exists (once per transport, again after a failure). */
+  /** Makes sure `topic` exists (once per transport, again after a failure), the brokers' timer precision read first. */
   #ensure(topic: string, kind: TopicKind): Promise<void> {
     let pending = this.#topics.get(topic);
     if (pending === undefined) {
-      pending = this.admin.ensure(topic, kind);
+      pending = this.#readPrecision().then(() => this.admin.ensure(topic, kind));
       this.#topics.set(topic, pending);
       pending.catch(() => {
         if (this.#topics.get(topic) === pending) this.#topics.delete(topic);
       });
     }
     return pending;
+  }
+
+  /** Reads the brokers' timer precision into `limits.delayPrecisionMs` (once, again after a failure). */
+  #readPrecision(): Promise<void> {
+    if (this.#precision === undefined) {
+      const pending = this.admin.timerPrecisionMs().then((ms) => {
+        this.#precisionMs = ms;
+      });
+      this.#precision = pending;
+      pending.catch(() => {
+        if (this.#precision === pending) this.#precision = undefined;
+      });
+    }
+    return this.#precision;
   }
 
   #startProducer(): Promise<Producer> {
