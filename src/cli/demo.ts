@@ -295,7 +295,7 @@ export function nextCommands(demo: DemoTarget, entry: ErrorEntry | undefined): s
   return [
     `${env}npx redeliver errors list ${target}${queue}`,
     `${env}npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}${queue}`,
-    `${env}npx redeliver dashboard ${target}`,
+    `${env}npx redeliver dashboard ${target}${queue}`,
   ];
 }
 
