@@ -10,14 +10,24 @@ import { FatalSendError } from '../../producer/errors.js';
 
 export { AlreadySettledError, DeliveryGoneError, SettlementRefusedError, TransportClosedError } from '../../transport/errors.js';
 
-/** A message body larger than the proxy accepts (`maxMessageBytes`): refused before it is sent. */
+/**
+ * A message body larger than the proxy accepts (`maxMessageSize`), or
+ * headers that take more than its user properties may (`part`
+ * `'properties'`): refused before it is sent.
+ */
 export class MessageTooLargeError extends FatalSendError {
   override readonly name: string = 'MessageTooLargeError';
   constructor(
     readonly bytes: number,
     readonly maxBytes: number,
+    /** What is too large: the body, or the headers as message properties. */
+    readonly part: 'body' | 'properties' = 'body',
   ) {
-    super(`rocketmq: a message body of ${bytes} bytes is larger than the proxy accepts (${maxBytes}); it was not sent`);
+    super(
+      part === 'body'
+        ? `rocketmq: a message body of ${bytes} bytes is larger than the proxy accepts (${maxBytes}); it was not sent`
+        : `rocketmq: headers of ${bytes} bytes as message properties are more than the proxy accepts (${maxBytes}); it was not sent`,
+    );
   }
 }
 

@@ -126,7 +126,8 @@ export class RocketMqTransport implements Transport {
   /**
    * Puts a message on `queue` (creating its topic when missing) and
    * resolves once the broker stored it. A message with a `delayMs` is sent
-   * as a timed message.
+   * as a timed message. A body or headers larger than the proxy accepts
+   * are refused with a {@link MessageTooLargeError}, nothing sent.
    */
   async send(queue: string, message: OutgoingMessage): Promise<void> {
     checkQueue(queue, 'send');
@@ -134,6 +135,8 @@ export class RocketMqTransport implements Transport {
     const { id, body, headers } = checkMessage(message);
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     if (body.byteLength > MAX_BODY_BYTES) throw new MessageTooLargeError(body.byteLength, MAX_BODY_BYTES);
+    const propertyBytes = headerBytes(headers);
+    if (propertyBytes > MAX_PROPERTY_BYTES) throw new MessageTooLargeError(propertyBytes, MAX_PROPERTY_BYTES, 'properties');
     await this.#ensure(queue, 'work');
     await this.#send(queue, 'work', timed(queue, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, delayMs, undefined, this.#options.clock.now()));
   }
