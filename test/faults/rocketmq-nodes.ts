@@ -258,8 +258,6 @@ export class RocketMqNodes implements OwnServer {
           proxyMode: mode,
           grpcServerPort: FAULT_PORTS.grpcProxy,
           remotingListenPort: FAULT_PORTS.remotingProxy,
-          // Routes name the port the client asked on: a client behind a TCP proxy keeps going through it.
-          useEndpointPortFromRequest: true,
         }),
       );
     for (const [role, brokerName, port] of brokers) {

@@ -11,16 +11,17 @@
  *   handled on).
  *
  * Each scenario has its own topics (`<label>`, `<label>-error`) and
- * consumer group (`<label>`). Each scenario's workers and producer reach
- * the proxy through a TCP proxy of the scenario's own, which the connection
- * cut closes; the proxy is told to answer routes with the port the client
- * asked on (`useEndpointPortFromRequest`), so every later connection of the
- * client goes through that TCP proxy too. Depths are read off the brokers
+ * consumer group (`<label>`). Each scenario's workers and producer are
+ * given a TCP proxy of the scenario's own as their endpoint; the client also
+ * connects straight to the address the proxy's routes name, so the
+ * connection cut closes both (see `cutConnections`). Depths are read off the brokers
  * over the remoting protocol: queue offsets for the topics, the timer's own
  * per-topic count (`GET_TIMER_METRICS`) for delayed retries. The error
  * topic is read in place at the end (see `#errorIds`).
  */
-import { copyFileSync, existsSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { SimpleConsumer, type MessageView } from 'rocketmq-client-nodejs';
 import { ROCKETMQ_GROUP_ENV, ROCKETMQ_NAME_SERVER_ENV } from '../../../src/cli/open-transport.js';
@@ -167,12 +168,20 @@ export class RocketMqFaultAdapter implements FaultAdapter {
     }
   }
 
+  /**
+   * Cuts every connection of this scope's processes to the proxy: those
+   * through the scope's TCP proxy (the endpoint the clients were given),
+   * and those the client opened straight to the address the proxy's routes
+   * name, aborted with `ss -K` (the socket reset under the process, as a
+   * proxy that drops it would).
+   */
   async cutConnections(scope: Scope): Promise<number> {
     const proxy = this.#proxies.get(scope.label);
     if (!proxy) throw new Error(`RocketMqFaultAdapter: ${scope.label} has no TCP proxy`);
-    const cut = proxy.cut();
-    this.#log(`cut ${cut} connection(s) of ${scope.label}`);
-    return cut;
+    const throughProxy = proxy.cut();
+    const direct = await abortSockets(processesOf(scope.label), Number(this.nodes.endpoints.split(':')[1]));
+    this.#log(`cut ${throughProxy} connection(s) of ${scope.label} through its TCP proxy, ${direct} straight to the proxy`);
+    return throughProxy + direct;
   }
 
   /** Kills the name server with SIGKILL, leaves it down for `downMs`, and starts it again (brokers register again on their own). */
@@ -253,4 +262,35 @@ export class RocketMqFaultAdapter implements FaultAdapter {
     }
     return ids;
   }
+}
+
+/** The pids of this machine's processes whose command line names `label` (a scope's workers, producers and CLI runs carry it in their config), less this one. */
+function processesOf(label: string): Set<number> {
+  const pids = new Set<number>();
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`"${label}-`)) pids.add(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+/** Aborts (`ss -K`) every established TCP connection of `pids` to 127.0.0.1:`port`; resolves how many. */
+async function abortSockets(pids: ReadonlySet<number>, port: number): Promise<number> {
+  if (pids.size === 0) return 0;
+  const run = promisify(execFile);
+  const { stdout } = await run('ss', ['-tnpH', 'state', 'established', 'dst', `127.0.0.1:${port}`]);
+  let aborted = 0;
+  for (const line of stdout.split('\n')) {
+    const owner = /pid=(\d+),/.exec(line);
+    const local = /(\S+):(\d+)\s+\S+:\d+\s/.exec(line.trim());
+    if (!owner || !local || !pids.has(Number(owner[1]))) continue;
+    await run('ss', ['-K', 'src', `127.0.0.1:${local[2]}`, 'dst', `127.0.0.1:${port}`]);
+    aborted++;
+  }
+  return aborted;
 }
