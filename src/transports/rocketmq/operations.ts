@@ -15,7 +15,13 @@
  *
  * The broker's own dead-letter topics (`%DLQ%<group>`) are error queues
  * too: messages the broker dead-lettered after its `maxReconsumeTimes`.
+ * Such an entry carries no redeliver failure headers; unless it has one,
+ * its `redeliver-failure-queue` is the topic the broker recorded it came
+ * from (its `RETRY_TOPIC` property, `%RETRY%<group>_<topic>` for messages
+ * consumed by pop, else `REAL_TOPIC`), so a send-back returns it there by
+ * default.
  */
+import { HEADER } from '../../headers/names.js';
 import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
 import type { Clock } from '../../time/clock.js';
@@ -24,7 +30,7 @@ import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/ins
 import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
 import { checkWorkQueue, sendBackDestination } from '../../transport/send-back.js';
 import type { Headers } from '../../transport/types.js';
-import type { RocketMqAdmin } from './admin.js';
+import { DLQ_PREFIX, RETRY_PREFIX, type RocketMqAdmin } from './admin.js';
 import { decodeProperties } from './codec.js';
 import { TopicReader, type StoredMessage } from './reader.js';
 
@@ -155,8 +161,27 @@ export class RocketMqOperations extends KeyedErrorQueueOperations implements Err
 /** The broker's properties that are not the user's. */
 const SYSTEM_PROPERTY = /^(UNIQ_KEY|KEYS|TAGS|WAIT|DELAY|RETRY_TOPIC|REAL_TOPIC|REAL_QID|TRAN_MSG|PGROUP|MIN_OFFSET|MAX_OFFSET|MSG_REGION|TRACE_ON|CLUSTER|RECONSUME_TIME|MAX_RECONSUME_TIMES|ORIGIN_MESSAGE_ID|CONSUME_START_TIME|BORN_TIMESTAMP|TIMER_.*|POP_CK.*|INNER_.*|__.*)$/;
 
-function entryOf(errorQueue: string, m: StoredMessage): ErrorEntry {
+export function entryOf(errorQueue: string, m: StoredMessage): ErrorEntry {
   const user = new Map([...m.properties].filter(([k]) => !SYSTEM_PROPERTY.test(k)));
   const decoded = decodeProperties(m.properties.get('UNIQ_KEY') ?? m.key, user);
-  return { key: m.key, messageId: decoded.id, errorQueue, body: m.body, headers: decoded.headers };
+  const origin = errorQueue.startsWith(DLQ_PREFIX) ? originalTopic(m.properties, errorQueue.slice(DLQ_PREFIX.length)) : undefined;
+  const headers = origin === undefined || decoded.headers[HEADER.failureQueue] !== undefined ? decoded.headers : { ...decoded.headers, [HEADER.failureQueue]: origin };
+  return { key: m.key, messageId: decoded.id, errorQueue, body: m.body, headers };
+}
+
+/**
+ * The topic a message consumer group `group` dead-lettered came from: its
+ * `RETRY_TOPIC` property, the topic itself or, for messages consumed by
+ * pop (`SimpleConsumer`s), the group's retry topic of it,
+ * `%RETRY%<group>_<topic>`; else its `REAL_TOPIC`. Undefined when neither
+ * names a topic of the user's.
+ */
+function originalTopic(properties: ReadonlyMap<string, string>, group: string): string | undefined {
+  const popRetry = `${RETRY_PREFIX}${group}_`;
+  for (const name of ['RETRY_TOPIC', 'REAL_TOPIC']) {
+    let topic = properties.get(name);
+    if (topic?.startsWith(popRetry)) topic = topic.slice(popRetry.length);
+    if (topic !== undefined && topic.length > 0 && !topic.startsWith('%') && !topic.startsWith('rmq_sys_')) return topic;
+  }
+  return undefined;
 }
