@@ -42,8 +42,9 @@ export interface Scope extends ScopeNames {
   parkedCount?(): Promise<number>;
   /**
    * Message ids in the error queue, read the way an operator reads it: ingested into an
-   * error store under the scope's directory (see error-ids.ts). Empties the error queue:
-   * read once every worker has stopped.
+   * error store under the scope's directory (see error-ids.ts), or on RocketMQ, whose
+   * error topics are read in place without consuming them, listed as `errors list` reads
+   * them. Read once every worker has stopped.
    */
   errorIds(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
