@@ -36,6 +36,8 @@ import type { FaultAdapter, Scope } from './types.js';
 
 /** The broker's request for its timer's per-topic counts. */
 const GET_TIMER_METRICS = 61;
+/** The broker's request that creates a topic or changes its configuration. */
+const UPDATE_AND_CREATE_TOPIC = 17;
 
 /** Options of {@link RocketMqFaultAdapter}. */
 export interface RocketMqFaultAdapterOptions {
@@ -51,7 +53,6 @@ const SINGLE_SKIPS: Record<string, string> = {
   'error-queue-full': 'a RocketMQ topic has no length bound that refuses a write: retention is by time and disk, so an error topic cannot be full',
   'queue-deleted':
     'deleting a topic is an admin act that also drops its consumer offsets on every broker; redeliver creates its topics at start and does not promise to survive one deleted under a running endpoint',
-  'settlement-refused': 'not covered yet on RocketMQ: making the broker refuse the copies only (a read-only topic) needs an admin call per topic that also refuses the producer',
   'cluster-leader-kill':
     'RocketMQ brokers do not share a topic queue (no replicated queue without DLedger or a controller): the two-broker layout runs the scale-out scenario instead',
   'proxy-kill': 'in this layout the proxy and the broker are one JVM (`-pm local`): run by the two-broker layout, whose proxy is a JVM of its own',
@@ -182,6 +183,40 @@ export class RocketMqFaultAdapter implements FaultAdapter {
     const direct = await abortSockets(processesOf(scope.label), Number(this.nodes.endpoints.split(':')[1]));
     this.#log(`cut ${throughProxy} connection(s) of ${scope.label} through its TCP proxy, ${direct} straight to the proxy`);
     return throughProxy + direct;
+  }
+
+  /**
+   * Makes the work and error topics read-only on every broker (`perm` 4:
+   * the broker refuses each write with NO_PERMISSION, reads and acks go on),
+   * or writable again (`perm` 6). Every copy a settlement writes goes to one
+   * of them: a delayed retry is a timed message to the work topic, a
+   * dead-letter a message to the error topic.
+   */
+  async refuseSettlements(scope: Scope, on: boolean): Promise<void> {
+    const admin = this.#admin();
+    for (const [topic, filter] of [
+      [scope.queue, 'SINGLE_TAG'],
+      [scope.errorQueue, 'MULTI_TAG'],
+    ] as const) {
+      for (const broker of await admin.masters()) {
+        const config = await admin.config(broker, topic);
+        if (config === undefined) continue;
+        const fields = {
+          topic,
+          defaultTopic: 'TBW102',
+          readQueueNums: String(config.readQueueNums),
+          writeQueueNums: String(config.writeQueueNums),
+          perm: on ? '4' : '6',
+          topicFilterType: config.topicFilterType ?? filter,
+          topicSysFlag: '0',
+          order: 'false',
+          attributes: '+message.type=MIXED',
+        };
+        const reply = await request(broker, UPDATE_AND_CREATE_TOPIC, fields);
+        if (reply.code !== 0) throw new Error(`could not make ${topic} ${on ? 'read-only' : 'writable'} on ${broker}: code ${reply.code} ${reply.remark ?? ''}`);
+      }
+    }
+    this.#log(`${scope.queue} and ${scope.errorQueue} ${on ? 'read-only' : 'writable again'}`);
   }
 
   /** Kills the name server with SIGKILL, leaves it down for `downMs`, and starts it again (brokers register again on their own). */
