@@ -62,8 +62,8 @@ export async function load(producer: Producer, topic: string, n: number, body: (
  * Loads `n` messages into the topic, then receives them with
  * `ceil(prefetch / 32)` receive loops, acking each message as it comes
  * without waiting for the ack before the next receive; at most `prefetch`
- * messages are received and not yet acked. Timed from the first receive to
- * the last ack confirmed.
+ * messages are received and not yet acked. Timed from the consumer's start
+ * (as the redeliver side's is) to the last ack confirmed.
  */
 export async function rawThroughput(setup: RawSetup, n: number, body: (i: number) => Buffer): Promise<Throughput> {
   await withProducer(setup.endpoints, setup.topic, (producer) => load(producer, setup.topic, n, body));
@@ -73,6 +73,8 @@ export async function rawThroughput(setup: RawSetup, n: number, body: (i: number
     subscriptions: new Map([[setup.topic, '*']]),
     awaitDuration: 2_000,
   });
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
   await consumer.startup();
   const acked = countdown(n);
   let fail!: (error: unknown) => void;
@@ -82,8 +84,6 @@ export async function rawThroughput(setup: RawSetup, n: number, body: (i: number
   let stop = false;
   const batch = Math.min(RECEIVE_BATCH, setup.prefetch);
   const loops = Math.ceil(setup.prefetch / batch);
-  const cpu = process.cpuUsage();
-  const t0 = performance.now();
   // Received and not yet acked: a loop asks for more only while this leaves room for a whole batch.
   let held = 0;
   let waiting: (() => void)[] = [];

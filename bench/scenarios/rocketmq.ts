@@ -5,7 +5,7 @@
  * same broker, in the same run. Every topic and consumer group is named
  * with a random token of the run's own and deleted at the end.
  *
- * 1. throughput: N messages (default 5,000), each `{ i, payload }` as JSON
+ * 1. throughput: N messages (default 20,000), each `{ i, payload }` as JSON
  *    with a 256-character payload, are loaded first into a topic, then
  *    consumed with prefetch P (default 64):
  *    - raw: `SimpleConsumer` loops, `ceil(P / 32)` of them, each
@@ -54,7 +54,7 @@ export async function run(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
     options: {
-      messages: { type: 'string', default: '5000' },
+      messages: { type: 'string', default: '20000' },
       prefetch: { type: 'string', default: '64' },
       rounds: { type: 'string', default: '3' },
       delayed: { type: 'string', default: '300' },
