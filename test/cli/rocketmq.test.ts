@@ -8,9 +8,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { SimpleConsumer } from 'rocketmq-client-nodejs';
 import { openTransport, rocketMqEndpoints, UsageError } from '../../src/cli/open-transport.js';
+import { ErrorStore } from '../../src/error-store/store.js';
+import { removalTopic } from '../../src/transports/rocketmq/operations.js';
 import { REQUEST, request } from '../../src/transports/rocketmq/remoting.js';
 import { ROCKETMQ_ENDPOINTS, ROCKETMQ_NAMESRV, RocketScratch, rocketSkipReason } from '../transports/rocketmq/scratch.js';
-import { cli, fillErrorQueue, waitFor } from './support.js';
+import { cli, fillErrorQueue, tempFolder, waitFor } from './support.js';
 
 const skip = await rocketSkipReason();
 const target = `rocketmq://${ROCKETMQ_ENDPOINTS}`;
@@ -92,6 +94,34 @@ describe.skipIf(Boolean(skip))('redeliver errors on RocketMQ', () => {
     const entries = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as { messageId: string });
     expect(entries.map((e) => e.messageId)).toEqual(['poison-1']);
     await scratch.admin.deleteTopic(dlq).catch(() => undefined);
+  });
+
+  it('ingests an error topic into an error store with --once, which finishes with every entry stored and the topic read empty', { timeout: 90_000 }, async () => {
+    const ingestQueue = `${scratch.group}-ingest-error`;
+    scratch.topics.add(removalTopic(ingestQueue));
+    const folder = tempFolder();
+    const storePath = folder.path('errors.db');
+    const transport = scratch.transport();
+    try {
+      const filled = await fillErrorQueue(transport, { timeout: 3, invalid: 2 }, `${scratch.group}-billing`, ingestQueue);
+      await waitFor(async () => (await transport.errorQueue.count(ingestQueue)) === 5, 20_000, 'the error topic to hold 5');
+      const env = { REDELIVER_ROCKETMQ_NAME_SERVER: ROCKETMQ_NAMESRV, REDELIVER_ROCKETMQ_GROUP: scratch.group };
+      const ingestArgs = ['errors', 'ingest', target, '--store', storePath, '--error-queue', ingestQueue, '--once', '--json'];
+      const first = await cli(ingestArgs, { env });
+      expect(first.stderr).toBe('');
+      expect(JSON.parse(first.stdout)).toMatchObject({ stored: 5, duplicates: 0 });
+      expect(await transport.errorQueue.count(ingestQueue)).toBe(0);
+      const store = ErrorStore.open(storePath);
+      try {
+        expect(store.search({}, { limit: 10 }).entries.map((e) => e.messageId).sort()).toEqual([...filled.ids.timeout, ...filled.ids.invalid].sort());
+      } finally {
+        store.close();
+      }
+      expect(JSON.parse((await cli(ingestArgs, { env })).stdout)).toMatchObject({ stored: 0 });
+    } finally {
+      await transport.close();
+      folder.cleanup();
+    }
   });
 
   it('opens the transport with the proxy, name server and group of the target', async () => {

@@ -53,6 +53,9 @@ export interface OperationsHost {
   recordRemoval(topic: string, key: string): Promise<void>;
 }
 
+/** The most removal records `drain` has in flight at once. */
+const REMOVAL_CONCURRENCY = 32;
+
 /** Error-queue operations and queue inspection on RocketMQ. */
 export class RocketMqOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
   readonly #host: OperationsHost;
@@ -103,6 +106,23 @@ export class RocketMqOperations extends KeyedErrorQueueOperations implements Err
     if ((await this.get(errorQueue, key)) === undefined) return false;
     await this.#remove(errorQueue, key);
     return true;
+  }
+
+  /**
+   * Hands up to `limit` of the oldest entries to `store`, and once it
+   * resolves records each one's removal; when `store` rejects nothing is
+   * removed. Reading the topic consumes nothing, so entries a consumer of the
+   * error queue holds are handed over too. See `ErrorQueueOperations.drain`.
+   */
+  async drain(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number> {
+    if (!(Number.isSafeInteger(limit) && limit >= 1)) throw new RangeError(`drain: limit must be a whole number >= 1, got ${limit}`);
+    const entries = (await this.#entries(errorQueue)).slice(0, limit);
+    if (entries.length === 0) return 0;
+    await store(entries);
+    for (let i = 0; i < entries.length; i += REMOVAL_CONCURRENCY) {
+      await Promise.all(entries.slice(i, i + REMOVAL_CONCURRENCY).map((e) => this.#remove(errorQueue, e.key)));
+    }
+    return entries.length;
   }
 
   async purge(errorQueue: string): Promise<number> {
