@@ -32,13 +32,18 @@ export interface RocketMqConsumerSettings {
 /** The most messages one receive asks for. */
 const MAX_BATCH = 32;
 
+/** The most receives under way at once (each of up to {@link MAX_BATCH}). */
+const MAX_RECEIVES = 4;
+
 /** How much sooner than its due time a received copy still counts as due: the broker's timer precision. */
 const DUE_SLACK_MS = 1_000;
 
 /**
  * A consumer of one queue: a `SimpleConsumer` of the transport's group that
  * receives at most as many messages as the prefetch has room for, each
- * under a lease (the invisible duration). Messages that arrive while paused,
+ * under a lease (the invisible duration), with a receive of up to 32
+ * messages under way for every 32 of the prefetch (at most 4 at once), so
+ * the next batch is on its way while one is handled. Messages that arrive while paused,
  * or beyond a prefetch lowered meanwhile, wait here, still leased, until
  * there is room; those whose lease runs out while waiting are dropped (the
  * broker gives them out again), and on close the rest are made visible
@@ -54,18 +59,20 @@ export class RocketMqSubscription implements Subscription {
   #paused = false;
   #closed = false;
   #outstanding = 0;
+  /** Messages asked for by the receives under way. */
+  #asked = 0;
   #failures = 0;
   #previousDelay: number | undefined;
   readonly #waiting: { view: MessageView; receivedAt: number }[] = [];
-  #kicked: (() => void) | undefined;
+  #kicked: (() => void)[] = [];
   readonly #closing = new AbortController();
-  #consumer: SimpleConsumer | undefined;
-  readonly #loop: Promise<void>;
+  #consumer: Promise<SimpleConsumer> | undefined;
+  readonly #loop: Promise<unknown>;
 
   constructor(settings: RocketMqConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    this.#loop = this.#run();
+    this.#loop = Promise.all(Array.from({ length: MAX_RECEIVES }, (_, i) => this.#run(i)));
   }
 
   async pause(): Promise<void> {
@@ -84,31 +91,50 @@ export class RocketMqSubscription implements Subscription {
 
   /** Stops receiving, waits for the receive under way, makes the messages it holds back visible again, and stops the client. */
   async close(): Promise<void> {
-    if (this.#closed) return this.#loop;
+    if (this.#closed) {
+      await this.#loop;
+      return;
+    }
     this.#closed = true;
     this.#closing.abort();
     this.#kick();
     await this.#loop;
-    const consumer = this.#consumer;
+    const consumer = await this.#consumer?.catch(() => undefined);
     await Promise.all(this.#waiting.splice(0).map(({ view }) => this.#s.owner.changeInvisible(view, 0).catch(() => undefined)));
     await consumer?.shutdown().catch(() => undefined);
     this.#s.onClosed(this);
+  }
+
+  /** The started simple consumer, shared by the receive loops; a failed start is tried again by the next receive. */
+  #started(): Promise<SimpleConsumer> {
+    this.#consumer ??= this.#s.start().catch((error: unknown) => {
+      this.#consumer = undefined;
+      throw error;
+    });
+    return this.#consumer;
   }
 
   #room(): number {
     return this.#prefetch - this.#outstanding;
   }
 
-  async #run(): Promise<void> {
+  /**
+   * Receive loop `index`: it receives while the prefetch leaves room for
+   * messages not yet asked for, and loop `i` only while the prefetch is
+   * over `i` batches, so a large prefetch keeps several receives under way.
+   */
+  async #run(index: number): Promise<void> {
     while (!this.#closed) {
       this.#handOut();
-      if (this.#paused || this.#room() <= 0 || this.#waiting.length > 0) {
+      const ask = Math.min(this.#room() - this.#waiting.length - this.#asked, MAX_BATCH);
+      if (this.#paused || ask <= 0 || this.#prefetch <= index * MAX_BATCH || (index > 0 && this.#failures > 0)) {
         await this.#nextKick();
         continue;
       }
+      this.#asked += ask;
       try {
-        this.#consumer ??= await this.#s.start();
-        const views = await this.#consumer.receive(Math.min(this.#room(), MAX_BATCH), this.#s.leaseMs);
+        const consumer = await this.#started();
+        const views = await consumer.receive(ask, this.#s.leaseMs);
         const receivedAt = this.#s.clock.monotonic();
         this.#failures = 0;
         this.#previousDelay = undefined;
@@ -118,6 +144,9 @@ export class RocketMqSubscription implements Subscription {
         }
       } catch (error) {
         await this.#afterFailure(error);
+      } finally {
+        this.#asked -= ask;
+        this.#kick();
       }
     }
   }
@@ -180,13 +209,11 @@ export class RocketMqSubscription implements Subscription {
 
   #nextKick(): Promise<void> {
     return new Promise((resolve) => {
-      this.#kicked = resolve;
+      this.#kicked.push(resolve);
     });
   }
 
   #kick(): void {
-    const kicked = this.#kicked;
-    this.#kicked = undefined;
-    kicked?.();
+    for (const kicked of this.#kicked.splice(0)) kicked();
   }
 }
