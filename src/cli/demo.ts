@@ -9,9 +9,10 @@ import { SqliteTransport } from '../transports/sqlite/index.js';
 import type { JetStreamTransport } from '../transports/jetstream/index.js';
 import type { NsqTransport } from '../transports/nsq/index.js';
 import type { RedisTransport } from '../transports/redis/index.js';
+import type { RocketMqTransport } from '../transports/rocketmq/index.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
 import { parseNsqTarget } from './nsq-target.js';
-import { closingConnection, connectNats, jetStreamModule, NATS_PREFIX_ENV, UsageError } from './open-transport.js';
+import { closingConnection, connectNats, jetStreamModule, NATS_PREFIX_ENV, ROCKETMQ_GROUP_ENV, ROCKETMQ_NAME_SERVER_ENV, rocketMqEndpoints, UsageError } from './open-transport.js';
 
 /** Options of the demo. */
 export interface DemoOptions {
@@ -25,11 +26,13 @@ export interface DemoOptions {
    * `-shm` files) when it exists. A file named here must not exist yet.
    */
   file?: string | undefined;
-  /** Where the demo's queues live: `sqlite` (a file), `redis`, `jetstream` or `nsq` (a server). Default `sqlite`. */
-  transport?: 'sqlite' | 'redis' | 'jetstream' | 'nsq' | undefined;
+  /** Where the demo's queues live: `sqlite` (a file), `redis`, `jetstream`, `nsq` or `rocketmq` (a server). Default `sqlite`. */
+  transport?: 'sqlite' | 'redis' | 'jetstream' | 'nsq' | 'rocketmq' | undefined;
   /**
    * The server, with `transport: 'redis'` (default `redis://127.0.0.1:6379`),
-   * `'jetstream'` (default `nats://127.0.0.1:4222`) or `'nsq'` (default `nsq://127.0.0.1:4150`).
+   * `'jetstream'` (default `nats://127.0.0.1:4222`), `'nsq'` (default `nsq://127.0.0.1:4150`)
+   * or `'rocketmq'` (the gRPC proxy, default `rocketmq://127.0.0.1:8081`; the name server from
+   * `REDELIVER_ROCKETMQ_NAME_SERVER`, else the proxy's host on 9876).
    */
   url?: string | undefined;
   /** Where progress goes. */
@@ -41,6 +44,13 @@ export const DEMO_REDIS_PREFIX = 'redeliver-demo';
 
 /** The stream prefix of the demo's queues on NATS JetStream: an earlier run's streams under it are replaced, no others are touched. */
 export const DEMO_NATS_PREFIX = 'redeliver-demo';
+
+/**
+ * The demo's names on RocketMQ, where topics have no prefix: its consumer
+ * group, and its work and error topics. An earlier run's topics and group
+ * are replaced, no others are touched.
+ */
+export const DEMO_ROCKETMQ = { group: 'redeliver-demo', queue: 'redeliver-demo-orders', errorQueue: 'redeliver-demo-error' } as const;
 
 class ValidationError extends UnrecoverableError {
   override readonly name = 'ValidationError';
@@ -62,7 +72,7 @@ export const DEMO_FILE = 'redeliver-demo.db';
  */
 export async function runDemo(options: DemoOptions): Promise<number> {
   const { out } = options;
-  const { transport, where, replaced, target, note } = await openDemoTransport(options);
+  const { transport, where, replaced, target, note, queue = 'orders', errorQueue = 'error' } = await openDemoTransport(options);
   const random = seededRandom(7);
   const producer = new Producer<Order>({ transport });
 
@@ -78,15 +88,16 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   const endpoint = new Endpoint<Order>({
     name: 'orders',
+    queue,
     transport,
     concurrency: 32,
     random,
     recoverability: {
-      // Named on every transport, so the next commands and the listing below read the same queue (NSQ's own default is `orders.error`).
-      errorQueue: 'error',
       immediateRetries: 5,
       delayedRetries: 3,
       delayedBackoff: linear(10_000 * options.delayScale),
+      // Named on every transport, so the next commands and the listing below read the same queue (NSQ's own default is `orders.error`).
+      errorQueue,
     },
     handler: (order) => {
       if (poison.has(order.orderId)) throw new ValidationError(`order ${order.orderId} has a negative amount (${order.amount})`);
@@ -102,9 +113,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   await endpoint.start();
   for (let i = 0; i < options.messages; i++) {
-    await producer.send('orders', { orderId: i, amount: poison.has(i) ? -5 : 10 + (i % 90) }, { id: `order-${i}` });
+    await producer.send(queue, { orderId: i, amount: poison.has(i) ? -5 : 10 + (i % 90) }, { id: `order-${i}` });
   }
-  await transport.send('orders', { id: 'order-garbled', body: new TextEncoder().encode('{"orderId": 7,'), headers: {} });
+  await transport.send(queue, { id: 'order-garbled', body: new TextEncoder().encode('{"orderId": 7,'), headers: {} });
   const total = options.messages + 1;
 
   const progress = () => {
@@ -128,8 +139,8 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   const s = endpoint.stats;
   out.write(`summary: ${s.handled} handled, ${s.immediateRetries} immediate retries, ${s.delayedRetries} delayed retries, ${s.deadLettered} moved to the error queue, in ${((Date.now() - started) / 1000).toFixed(1)} s\n\n`);
-  const entries = await transport.errorQueue.browse('error', { limit: 100 });
-  out.write(`error queue (${await transport.errorQueue.count('error')}):\n`);
+  const entries = await transport.errorQueue.browse(errorQueue, { limit: 100 });
+  out.write(`error queue (${await transport.errorQueue.count(errorQueue)}):\n`);
   for (const e of entries.slice(0, 8)) {
     const h = e.headers;
     out.write(`  ${e.messageId.padEnd(14)} ${(h[HEADER.failureReason] ?? '').padEnd(18)} after ${h[HEADER.failureAttempts]} attempt(s): ${h[HEADER.failureErrorName]}: ${h[HEADER.failureMessage]}\n`);
@@ -141,7 +152,11 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 }
 
 interface DemoTransport {
-  readonly transport: SqliteTransport | RedisTransport | JetStreamTransport | NsqTransport;
+  readonly transport: SqliteTransport | RedisTransport | JetStreamTransport | NsqTransport | RocketMqTransport;
+  /** The work queue, when not `orders`. */
+  readonly queue?: string;
+  /** The error queue, when not `error`. */
+  readonly errorQueue?: string;
   /** What the demo runs on, for its first line. */
   readonly where: string;
   readonly replaced: boolean;
@@ -157,6 +172,8 @@ export interface DemoTarget {
   readonly target: string;
   /** Environment settings the commands need, as `NAME=value`. */
   readonly env?: string;
+  /** The error queue, when the commands must name it (not `error`). */
+  readonly errorQueue?: string;
 }
 
 async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
@@ -167,7 +184,8 @@ async function openDemoTransport(options: DemoOptions): Promise<DemoTransport> {
   }
   if (options.transport === 'jetstream') return openJetStreamDemo(options);
   if (options.transport === 'nsq') return openNsqDemo(options);
-  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite, redis, jetstream or nsq, got ${String(options.transport)}`);
+  if (options.transport === 'rocketmq') return openRocketMqDemo(options);
+  if (options.transport !== 'redis') throw new UsageError(`--transport must be sqlite, redis, jetstream, nsq or rocketmq, got ${String(options.transport)}`);
   if (options.file !== undefined) throw new UsageError('--file is for the SQLite demo; the Redis demo keeps its queues under the key prefix redeliver-demo');
   let module: typeof import('../transports/redis/index.js');
   try {
@@ -221,7 +239,7 @@ async function openNsqDemo(options: DemoOptions): Promise<DemoTransport> {
   const { NsqTransport } = await import('../transports/nsq/index.js');
   const { NsqdHttpApi } = await import('../transports/nsq/http-api.js');
   const http = new NsqdHttpApi(httpAddresses[nsqd[0]!] ?? nextPort(nsqd[0]!));
-  const replaced = await removeDemoTopics(http);
+  const replaced = await removeNsqDemoTopics(http);
   const transport = new NsqTransport({ nsqd, lookupd, httpAddresses, channel: DEMO_NSQ_CHANNEL, connectionName: 'redeliver-demo' });
   return { transport, where: `nsqd at ${nsqd[0]!}, topics orders and error`, replaced, target: { target: url } };
 }
@@ -236,7 +254,7 @@ function nextPort(tcp: string): string {
  * channel, and `error`); refuses to touch topics of those names that the
  * demo did not make.
  */
-async function removeDemoTopics(http: import('../transports/nsq/http-api.js').NsqdHttpApi): Promise<boolean> {
+async function removeNsqDemoTopics(http: import('../transports/nsq/http-api.js').NsqdHttpApi): Promise<boolean> {
   const [orders, error] = await Promise.all([http.topicStats('orders'), http.topicStats('error')]).catch((e: unknown) => {
     throw new UsageError(`cannot reach nsqd's HTTP API: ${(e as Error).message}`);
   });
@@ -248,6 +266,47 @@ async function removeDemoTopics(http: import('../transports/nsq/http-api.js').Ns
   await http.deleteTopic('orders');
   await http.deleteTopic('error');
   return true;
+}
+
+async function openRocketMqDemo(options: DemoOptions): Promise<DemoTransport> {
+  if (options.file !== undefined) throw new UsageError(`--file is for the SQLite demo; the RocketMQ demo keeps its queues in the topics ${DEMO_ROCKETMQ.queue} and ${DEMO_ROCKETMQ.errorQueue}`);
+  const url = options.url ?? 'rocketmq://127.0.0.1:8081';
+  const endpoints = rocketMqEndpoints(url);
+  let module: typeof import('../transports/rocketmq/index.js');
+  try {
+    module = await import('../transports/rocketmq/index.js');
+  } catch (error) {
+    throw new UsageError(`the RocketMQ demo needs the rocketmq-client-nodejs package: npm install rocketmq-client-nodejs (${(error as Error).message})`);
+  }
+  const nameServer = process.env[ROCKETMQ_NAME_SERVER_ENV] || `${endpoints.slice(0, endpoints.lastIndexOf(':'))}:9876`;
+  const transport = new module.RocketMqTransport({ endpoints, nameServer, consumerGroup: DEMO_ROCKETMQ.group, connectionName: 'redeliver-demo' });
+  const replaced = await removeRocketMqDemoTopics(transport).catch(async (error: unknown) => {
+    await transport.close().catch(() => undefined);
+    throw new UsageError(`cannot reach the RocketMQ name server at ${nameServer} (set ${ROCKETMQ_NAME_SERVER_ENV}): ${(error as Error).message}`);
+  });
+  const envs = [`${ROCKETMQ_GROUP_ENV}=${DEMO_ROCKETMQ.group}`, ...(process.env[ROCKETMQ_NAME_SERVER_ENV] ? [`${ROCKETMQ_NAME_SERVER_ENV}=${nameServer}`] : [])];
+  return {
+    transport,
+    queue: DEMO_ROCKETMQ.queue,
+    errorQueue: DEMO_ROCKETMQ.errorQueue,
+    where: `RocketMQ at ${endpoints} (name server ${nameServer}), topics ${DEMO_ROCKETMQ.queue} and ${DEMO_ROCKETMQ.errorQueue}, consumer group ${DEMO_ROCKETMQ.group}`,
+    replaced,
+    target: { target: `rocketmq://${endpoints}`, env: envs.join(' '), errorQueue: DEMO_ROCKETMQ.errorQueue },
+  };
+}
+
+/**
+ * Deletes the topics and the consumer group of an earlier RocketMQ demo
+ * (with the broker's retry and dead-letter topics of that group), and only
+ * those; resolves whether its work topic was there.
+ */
+async function removeRocketMqDemoTopics(transport: RocketMqTransport): Promise<boolean> {
+  const { admin } = transport;
+  const existed = (await admin.route(DEMO_ROCKETMQ.queue)) !== undefined;
+  const topics = [DEMO_ROCKETMQ.queue, DEMO_ROCKETMQ.errorQueue, `%REMOVED%${DEMO_ROCKETMQ.errorQueue}`, `%RETRY%${DEMO_ROCKETMQ.group}`, `%DLQ%${DEMO_ROCKETMQ.group}`];
+  for (const topic of topics) await admin.deleteTopic(topic);
+  await admin.deleteGroup(DEMO_ROCKETMQ.group);
+  return existed;
 }
 
 /** Deletes the streams (and so the consumers) of an earlier JetStream demo, and only those; resolves whether there were any. */
@@ -276,10 +335,11 @@ async function removeDemoKeys(transport: RedisTransport): Promise<boolean> {
 export function nextCommands(demo: DemoTarget, entry: ErrorEntry | undefined): string[] {
   const target = shellWord(demo.target);
   const env = demo.env === undefined ? '' : `${demo.env} `;
+  const queue = demo.errorQueue === undefined ? '' : ` --error-queue ${shellWord(demo.errorQueue)}`;
   return [
-    `${env}npx redeliver errors list ${target}`,
-    `${env}npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}`,
-    `${env}npx redeliver dashboard ${target}`,
+    `${env}npx redeliver errors list ${target}${queue}`,
+    `${env}npx redeliver errors show ${target} ${entry ? shellWord(entry.key) : '<key>'}${queue}`,
+    `${env}npx redeliver dashboard ${target}${queue}`,
   ];
 }
 

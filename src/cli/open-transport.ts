@@ -20,11 +20,20 @@ export const NATS_PREFIX_ENV = 'REDELIVER_NATS_PREFIX';
 /** The environment variable that holds the `topologyPrefix` of an `amqp://` target (CLI `--topology-prefix`); default `redeliver`, the transport's. */
 export const RABBITMQ_PREFIX_ENV = 'REDELIVER_RABBITMQ_PREFIX';
 
+/** The environment variable that holds the name server (`host:port`) of a `rocketmq://` target (CLI `--name-server`); default the target's host on 9876. */
+export const ROCKETMQ_NAME_SERVER_ENV = 'REDELIVER_ROCKETMQ_NAME_SERVER';
+
+/** The environment variable that holds the consumer group of a `rocketmq://` target (CLI `--consumer-group`); default `redeliver`, the transport's. */
+export const ROCKETMQ_GROUP_ENV = 'REDELIVER_ROCKETMQ_GROUP';
+
+/** The name server's port when a `rocketmq://` target names none. */
+export const ROCKETMQ_NAME_SERVER_PORT = 9876;
+
 /** How long connecting to a `nats://` target may take before the command gives up, ms. */
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
 /** What the commands take as a target, for messages that list them. */
-const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target';
+const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL, an nsq:// target or a rocketmq:// proxy address';
 
 /**
  * The target a command works on: `target` itself, or `$REDELIVER_URL` when
@@ -47,12 +56,17 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
  * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), a `nats://` URL is
  * NATS JetStream (its streams under the prefix `env.REDELIVER_NATS_PREFIX`,
  * or the default), an `nsq://` target is NSQ (see `parseNsqTarget`),
- * anything else a SQLite file, which must exist.
+ * `rocketmq://host:port` is Apache RocketMQ through the
+ * gRPC proxy at host:port (its name server `env.REDELIVER_ROCKETMQ_NAME_SERVER`,
+ * or the proxy's host on 9876; its consumer group
+ * `env.REDELIVER_ROCKETMQ_GROUP`, or the default), anything else a SQLite
+ * file, which must exist.
  */
 export async function openTransport(target: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<Transport> {
   if (/^rediss?:\/\//i.test(target)) return openRedis(target, env[REDIS_PREFIX_ENV]);
   if (/^nats:\/\//i.test(target)) return openJetStream(target, env[NATS_PREFIX_ENV]);
   if (/^nsq:\/\//i.test(target)) return openNsq(target);
+  if (/^rocketmq:\/\//i.test(target)) return openRocketMq(target, env);
   if (/^amqps?:\/\//i.test(target)) {
     let module: typeof import('../transports/rabbitmq/index.js');
     try {
@@ -68,9 +82,56 @@ export async function openTransport(target: string, env: Readonly<Record<string,
       throw error;
     }
   }
-  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give the file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target)`);
+  if (!existsSync(target)) throw new UsageError(`no SQLite file at ${target} (give ${TARGETS})`);
   const { SqliteTransport } = await import('../transports/sqlite/index.js');
   return new SqliteTransport({ path: target });
+}
+
+/**
+ * The RocketMQ transport of a `rocketmq://host:port` target: the gRPC proxy
+ * at host:port (8081 when the port is left out). It connects on first use;
+ * its name server is asked first, so a command fails at once when that
+ * cannot be reached.
+ */
+async function openRocketMq(target: string, env: Readonly<Record<string, string | undefined>>): Promise<Transport> {
+  const endpoints = rocketMqEndpoints(target);
+  let module: typeof import('../transports/rocketmq/index.js');
+  try {
+    module = await import('../transports/rocketmq/index.js');
+  } catch (error) {
+    throw new UsageError(`RocketMQ needs the rocketmq-client-nodejs package: npm install rocketmq-client-nodejs (${(error as Error).message})`);
+  }
+  const host = endpoints.slice(0, endpoints.lastIndexOf(':'));
+  const nameServer = env[ROCKETMQ_NAME_SERVER_ENV] || `${host}:${ROCKETMQ_NAME_SERVER_PORT}`;
+  const consumerGroup = env[ROCKETMQ_GROUP_ENV] || undefined;
+  let transport: InstanceType<typeof module.RocketMqTransport>;
+  try {
+    transport = new module.RocketMqTransport({ endpoints, nameServer, connectionName: 'redeliver-cli', ...(consumerGroup === undefined ? {} : { consumerGroup }) });
+  } catch (error) {
+    if (error instanceof RangeError) throw new UsageError(`${error.message} (the name server comes from --name-server or ${ROCKETMQ_NAME_SERVER_ENV}, the group from --consumer-group or ${ROCKETMQ_GROUP_ENV})`);
+    throw error;
+  }
+  try {
+    await transport.admin.masters();
+  } catch (error) {
+    await transport.close().catch(() => undefined);
+    throw new Error(`cannot reach the RocketMQ name server at ${nameServer}: ${(error as Error).message} (set it with --name-server or ${ROCKETMQ_NAME_SERVER_ENV})`);
+  }
+  return transport;
+}
+
+/** The proxy address (`host:port`) of a `rocketmq://` target; a UsageError when it names none. */
+export function rocketMqEndpoints(target: string): string {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(target);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || parsed.hostname === '' || (parsed.pathname !== '' && parsed.pathname !== '/')) {
+    throw new UsageError(`${target} is not a RocketMQ proxy address such as rocketmq://127.0.0.1:8081`);
+  }
+  return `${parsed.hostname}:${parsed.port || '8081'}`;
 }
 
 async function openRedis(url: string, keyPrefix: string | undefined): Promise<Transport> {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import type { Transport } from '../transport/types.js';
 import { redactCredentials } from '../util/redact.js';
-import { openTransport, RABBITMQ_PREFIX_ENV, UsageError } from './open-transport.js';
+import { openTransport, RABBITMQ_PREFIX_ENV, ROCKETMQ_GROUP_ENV, ROCKETMQ_NAME_SERVER_ENV, UsageError } from './open-transport.js';
 
 /** Where a command writes: a process stream, or anything with `write` (tests collect the text). */
 export interface OutputStream {
@@ -31,9 +31,9 @@ export interface CliIo {
   readonly signal?: AbortSignal;
   /** Whether long operations stop cleanly on SIGINT / SIGTERM. Default: true for the process streams, false for injected ones. */
   readonly trapSignals?: boolean;
-  /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file, an amqp://, a redis:// or a nats:// URL, or an nsq:// target. */
+  /** Opens a command's `<target>`. Default {@link openTransport}: a SQLite file, an amqp://, a redis:// or a nats:// URL, an nsq:// target or a rocketmq:// address. */
   readonly openTransport?: (target: string) => Promise<Transport>;
-  /** Where `REDELIVER_URL` is read (the target of a command given `-` or none), `REDELIVER_REDIS_PREFIX`, `REDELIVER_NATS_PREFIX` and `REDELIVER_RABBITMQ_PREFIX` (which `--topology-prefix` overrides). Default `process.env`. */
+  /** Where `REDELIVER_URL` is read (the target of a command given `-` or none), `REDELIVER_REDIS_PREFIX`, `REDELIVER_NATS_PREFIX`, `REDELIVER_RABBITMQ_PREFIX` (which `--topology-prefix` overrides), `REDELIVER_ROCKETMQ_NAME_SERVER` and `REDELIVER_ROCKETMQ_GROUP` (which `--name-server` and `--consumer-group` override). Default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -76,19 +76,25 @@ export function buildProgram(io?: Partial<CliIo>): Command {
     })
     .version(packageVersion(), '-V, --version', 'print the version of redeliver')
     .option('--topology-prefix <prefix>', `the topologyPrefix of the RabbitMQ transport of an amqp:// target (default redeliver; or $${RABBITMQ_PREFIX_ENV})`, nonEmpty)
+    .option('--name-server <host:port>', `the name server of a rocketmq:// target (default the proxy's host on 9876; or $${ROCKETMQ_NAME_SERVER_ENV})`, nonEmpty)
+    .option('--consumer-group <group>', `the consumer group of a rocketmq:// target (default redeliver; or $${ROCKETMQ_GROUP_ENV})`, nonEmpty)
     .showHelpAfterError('(add --help for usage)')
     .exitOverride()
-    // The flag, given before or after the command, wins over the environment for every command that opens a target.
+    // The flags, given before or after the command, win over the environment for every command that opens a target.
     .hook('preAction', () => {
-      const prefix = program.opts<{ topologyPrefix?: string }>().topologyPrefix;
-      if (prefix !== undefined) ioByProgram.set(program, { ...resolved, env: { ...resolved.env, [RABBITMQ_PREFIX_ENV]: prefix } });
+      const { topologyPrefix, nameServer, consumerGroup } = program.opts<{ topologyPrefix?: string; nameServer?: string; consumerGroup?: string }>();
+      const flags: Record<string, string> = {};
+      if (topologyPrefix !== undefined) flags[RABBITMQ_PREFIX_ENV] = topologyPrefix;
+      if (nameServer !== undefined) flags[ROCKETMQ_NAME_SERVER_ENV] = nameServer;
+      if (consumerGroup !== undefined) flags[ROCKETMQ_GROUP_ENV] = consumerGroup;
+      if (Object.keys(flags).length > 0) ioByProgram.set(program, { ...resolved, env: { ...resolved.env, ...flags } });
     });
   ioByProgram.set(program, resolved);
   return program;
 }
 
 function nonEmpty(value: string): string {
-  if (value === '') throw new InvalidArgumentError('expected a prefix');
+  if (value === '') throw new InvalidArgumentError('expected a value');
   return value;
 }
 

@@ -18,7 +18,7 @@ import { validateBody, ValidationError } from '../schema/validate.js';
 import type { DedupClaim } from '../dedup/types.js';
 import { isDeliveryGone } from '../transport/delivery-gone.js';
 import { isMessageTooLarge } from '../transport/errors.js';
-import type { Delivery, Headers, Subscription } from '../transport/types.js';
+import type { Delivery, Headers, Subscription, Transport } from '../transport/types.js';
 import { Admission } from './admission.js';
 import { resolveEndpointConfig, type EndpointConfig } from './config.js';
 import type { MessageContext, RequeueOptions } from './context.js';
@@ -106,7 +106,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
     const { config } = this;
     this.#logger = guardedLogger(config.logger);
     this.#admission = new Admission(config.concurrency, (delivery) => this.#launch(delivery));
-    this.#policy = recoverabilityPolicy(config, config.random);
+    this.#policy = recoverabilityPolicy(config, config.random, () => delayPrecision(config.transport));
     this.#retry = this.#policy.settings;
     this.#flow = new FlowController(
       config.flow,
@@ -885,4 +885,10 @@ function retryStateOf(failure: FailureContext): RetryState {
     history: failure.history,
     deadlineAt: failure.deadlineAt,
   };
+}
+
+/** How late the transport may bring a delayed retry back (its `limits.delayPrecisionMs`): 0 unless it declares a finite, non-negative number. */
+function delayPrecision(transport: Transport): number {
+  const ms = transport.limits?.delayPrecisionMs;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms > 0 ? ms : 0;
 }

@@ -103,7 +103,7 @@ export class Ingester {
 
   /**
    * Starts ingesting every error queue: in bulk where the transport can
-   * hand entries over in batches (`errorQueue.drain`: SQLite, JetStream, NSQ), by consuming
+   * hand entries over in batches (`errorQueue.drain`: SQLite, JetStream, NSQ, RocketMQ), by consuming
    * them otherwise.
    */
   async start(): Promise<void> {

@@ -43,15 +43,23 @@ export function isPastDeadline(deadlineAt: number | undefined, at: number): bool
 
 /**
  * A decision held to the deadline: a `retry-now` at or past it, or a
- * `retry-later` whose delay, once capped at `maxDelayMs`, would bring the
- * message back at or past it, becomes the expired decision. Every other
+ * `retry-later` whose delay, once capped at `maxDelayMs`, could bring the
+ * message back at or past it (the transport may bring it back up to
+ * `delayPrecisionMs` late), becomes the expired decision. Every other
  * decision stands.
  */
-export function withinDeadline(decision: Decision, failure: Pick<FailureContext, 'deadlineAt' | 'failedAt'>, maxDelayMs: number, onExpired: OnExpired): Decision {
+export function withinDeadline(
+  decision: Decision,
+  failure: Pick<FailureContext, 'deadlineAt' | 'failedAt'>,
+  maxDelayMs: number,
+  onExpired: OnExpired,
+  delayPrecisionMs = 0,
+): Decision {
   const { deadlineAt, failedAt } = failure;
   if (deadlineAt === undefined) return decision;
   if (decision.kind === 'retry-now' && isPastDeadline(deadlineAt, failedAt)) return expiredDecision(onExpired);
-  if (decision.kind === 'retry-later' && isPastDeadline(deadlineAt, failedAt + Math.min(decision.delayMs, maxDelayMs))) return expiredDecision(onExpired);
+  const landsBy = (delayMs: number) => failedAt + Math.min(delayMs, maxDelayMs) + delayPrecisionMs;
+  if (decision.kind === 'retry-later' && isPastDeadline(deadlineAt, landsBy(decision.delayMs))) return expiredDecision(onExpired);
   return decision;
 }
 

@@ -28,11 +28,12 @@ export interface RecoverabilityPolicy {
  * unrecoverable predicate or backoff that throws or answers nonsense gives a
  * dead-letter decision with the failing part as the reason. A retry at or
  * past the message's deadline, or one that would come back at or past it
- * (its delay capped first), becomes the `onExpired` decision, whether the
+ * (its delay capped first, and `delayPrecisionMs()` added: how late the
+ * transport may bring it back), becomes the `onExpired` decision, whether the
  * default or the custom policy asked for it. Used by the
  * endpoint and by `redeliver plan`, so a plan shows what an endpoint does.
  */
-export function recoverabilityPolicy(config: RecoverabilityConfig, random: Random): RecoverabilityPolicy {
+export function recoverabilityPolicy(config: RecoverabilityConfig, random: Random, delayPrecisionMs: () => number = () => 0): RecoverabilityPolicy {
   const settings: DefaultPolicySettings = {
     ...config,
     random,
@@ -40,7 +41,7 @@ export function recoverabilityPolicy(config: RecoverabilityConfig, random: Rando
     delayedBackoff: guardedBackoff(config.delayedBackoff),
   };
   const unbounded = defaultPolicy(settings);
-  const bounded = (decision: Decision, context: FailureContext) => withinDeadline(decision, context, config.maxDelayMs, config.onExpired);
+  const bounded = (decision: Decision, context: FailureContext) => withinDeadline(decision, context, config.maxDelayMs, config.onExpired, delayPrecisionMs());
   const base = (context: FailureContext) => bounded(unbounded(context), context);
   const custom = config.policy;
   const policy = custom ? (context: FailureContext) => custom(context, base(context)) : base;

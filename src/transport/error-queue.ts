@@ -147,9 +147,9 @@ export interface ErrorQueueOperations {
    * how many entries were handed to `store`. An entry removed by someone else
    * meanwhile is handed over all the same (the other store keys entries, so
    * it keeps one). Present where reading a queue has no side effects (SQLite,
-   * JetStream): the error store's ingester then moves entries in bulk instead
-   * of consuming them one by one. JetStream cannot tell which entries a
-   * consumer of the error queue holds, and moves those too.
+   * JetStream, RocketMQ): the error store's ingester then moves entries in bulk instead
+   * of consuming them one by one. JetStream and RocketMQ cannot tell which
+   * entries a consumer of the error queue holds, and move those too.
    */
   drain?(errorQueue: string, limit: number, store: (entries: ErrorEntry[]) => Promise<void>): Promise<number>;
 }

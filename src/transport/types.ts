@@ -35,6 +35,15 @@ export interface TransportLimits {
    */
   readonly maxDelayMs?: number;
   /**
+   * How late, at most, the transport brings a held message back after its
+   * delay (a broker timer that fires on whole ticks). The deadline rule
+   * counts it: a delayed retry that could land at or past the message's
+   * deadline, delay plus this, expires the message at once instead of being
+   * scheduled. Read at each failure, so a transport may learn it from its
+   * broker. Default 0.
+   */
+  readonly delayPrecisionMs?: number;
+  /**
    * The most bytes a message's headers may take as {@link headerBytes}
    * measures them. An endpoint builds each retry and error-queue copy to
    * fit (see `fitHeaders`). Declared together with `headerBytes`. Default

@@ -10,8 +10,10 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEMO_NATS_PREFIX, DEMO_NSQ_CHANNEL, DEMO_REDIS_PREFIX } from '../../src/cli/demo.js';
+import { DEMO_NATS_PREFIX, DEMO_NSQ_CHANNEL, DEMO_REDIS_PREFIX, DEMO_ROCKETMQ } from '../../src/cli/demo.js';
 import { NsqdHttpApi } from '../../src/transports/nsq/http-api.js';
+import { RocketMqAdmin } from '../../src/transports/rocketmq/index.js';
+import { ROCKETMQ_NAMESRV, rocketSkipReason } from '../transports/rocketmq/scratch.js';
 import { Redis } from 'ioredis';
 import { natsSkipReason, REDIS_URL, redisSkipReason } from '../support/brokers.js';
 import { deleteJetStreamPrefix } from '../support/jetstream-scratch.js';
@@ -22,6 +24,7 @@ import { cli, sqlite, tempFolder } from './support.js';
 const redisSkip = await redisSkipReason();
 const natsSkip = await natsSkipReason();
 const nsqSkip = await nsqSkipReason();
+const rocketSkip = await rocketSkipReason();
 
 const folder = tempFolder();
 afterAll(() => folder.cleanup());
@@ -186,6 +189,40 @@ describe('redeliver demo', () => {
     } finally {
       await http.deleteTopic('orders');
       await http.deleteTopic('error');
+    }
+  });
+
+  it.skipIf(Boolean(rocketSkip))('runs on RocketMQ with --transport rocketmq, in topics and a group of its own, and names the commands that reach it', { timeout: 120_000 }, async () => {
+    const cwd = folder.path('rocketmq');
+    mkdirSync(cwd);
+    const env = { REDELIVER_ROCKETMQ_GROUP: DEMO_ROCKETMQ.group };
+    const errorArgs = ['--error-queue', DEMO_ROCKETMQ.errorQueue];
+    const admin = new RocketMqAdmin(ROCKETMQ_NAMESRV, 'DefaultCluster', 1, 5_000);
+    try {
+      const run = await demo(cwd, ['--messages', '40', '--transport', 'rocketmq']);
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on RocketMQ at 127\.0\.0\.1:8081 \(name server 127\.0\.0\.1:9876\), topics redeliver-demo-orders and redeliver-demo-error/);
+      const [list, show, dashboard] = nextLines(run.stdout);
+      expect(list).toBe('REDELIVER_ROCKETMQ_GROUP=redeliver-demo npx redeliver errors list rocketmq://127.0.0.1:8081 --error-queue redeliver-demo-error');
+      expect(dashboard).toBe('REDELIVER_ROCKETMQ_GROUP=redeliver-demo npx redeliver dashboard rocketmq://127.0.0.1:8081 --error-queue redeliver-demo-error');
+      const key = /^REDELIVER_ROCKETMQ_GROUP=redeliver-demo npx redeliver errors show rocketmq:\/\/127\.0\.0\.1:8081 (\S+) --error-queue redeliver-demo-error$/.exec(show!)?.[1];
+      expect(key).toBeDefined();
+      const shown = await cli(['errors', 'show', 'rocketmq://127.0.0.1:8081', key!, ...errorArgs], { env });
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/message id\s+order-17\n/);
+
+      const again = await demo(cwd, ['--messages', '40', '--transport', 'rocketmq']);
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('of an earlier run)');
+      const listed = await cli(['errors', 'list', 'rocketmq://127.0.0.1:8081', ...errorArgs, '--json'], { env });
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout).total).toBe(2);
+    } finally {
+      for (const topic of [DEMO_ROCKETMQ.queue, DEMO_ROCKETMQ.errorQueue, `%REMOVED%${DEMO_ROCKETMQ.errorQueue}`, `%RETRY%${DEMO_ROCKETMQ.group}`, `%DLQ%${DEMO_ROCKETMQ.group}`]) {
+        await admin.deleteTopic(topic).catch(() => undefined);
+      }
+      for (const group of [DEMO_ROCKETMQ.group, `${DEMO_ROCKETMQ.group}-operator`]) await admin.deleteGroup(group).catch(() => undefined);
     }
   });
 

@@ -1,7 +1,7 @@
 /**
  * The short fault suite inside `npm test`: the cheapest scenarios, with few
  * messages, on SQLite, on a RabbitMQ node, on a Redis server, on a NATS
- * server and on an nsqd of the test's own. Each must lose nothing. The whole suite is
+ * server, on an nsqd of the test's own and on RocketMQ nodes of the test's own. Each must lose nothing. The whole suite is
  * `npm run faults`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,8 +16,10 @@ import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { NsqFaultAdapter } from './adapters/nsq.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
+import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
+import { rocketMqNodesSkipReason } from './rocketmq-nodes.js';
 import { runScenario } from './run.js';
 import { SCENARIOS } from './scenarios.js';
 
@@ -98,5 +100,19 @@ describe.skipIf(Boolean(nsqNodeSkipReason()))('fault suite, short: NSQ on nsqd o
 
   it('loses nothing when connections are cut three times with delayed retries pending', async () => {
     await expectNoLoss(nsq, 'connection-cut');
+  }, 240_000);
+});
+
+describe.skipIf(Boolean(rocketMqNodesSkipReason()))('fault suite, short: RocketMQ on nodes of its own', () => {
+  const rocketmq = new RocketMqFaultAdapter();
+  beforeAll(() => rocketmq.start(), 240_000);
+  afterAll(() => rocketmq.stop(), 60_000);
+
+  it('loses nothing when the worker is killed -9 three times mid-flight', async () => {
+    await expectNoLoss(rocketmq, 'worker-kill');
+  }, 180_000);
+
+  it('loses nothing when the name server is killed -9 for 15 s with delayed retries pending', async () => {
+    await expectNoLoss(rocketmq, 'name-server-kill');
   }, 240_000);
 });

@@ -5,7 +5,7 @@
  * scenario lost a message or could not run (on NSQ, lost more than the bare
  * nsqjs client beside it in the same run).
  *
- * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq] [--messages N] [--seed N]
+ * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq|rocketmq] [--messages N] [--seed N]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { JetStreamFaultAdapter } from './adapters/jetstream.js';
 import { NsqFaultAdapter } from './adapters/nsq.js';
 import { RabbitMqFaultAdapter } from './adapters/rabbitmq.js';
 import { RedisFaultAdapter } from './adapters/redis.js';
+import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
@@ -36,7 +37,7 @@ if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages mu
 const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
 if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
 const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
-if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq or all`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq, rocketmq or all`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -58,6 +59,11 @@ if (wanted('nsq')) {
   adapters.push(() => new NsqFaultAdapter({ log }));
   // The broker kill again on nsqd with --mem-queue-size=0: every message on disk as it arrives.
   if (scenarios.some((s) => s.name === 'broker-kill')) adapters.push(() => new NsqFaultAdapter({ memQueueSize: 0, log }));
+}
+
+if (wanted('rocketmq')) {
+  adapters.push(() => new RocketMqFaultAdapter({ log }));
+  if (scenarios.some((s) => s.name === 'proxy-kill' || s.name === 'broker-scale-out')) adapters.push(() => new RocketMqFaultAdapter({ layout: 'two-brokers', log }));
 }
 
 const results: ScenarioResult[] = [];

@@ -57,10 +57,13 @@ export interface RunOptions {
 
 let runCounter = 0;
 
-/** Why `scenario` does not run on `adapter`: the scenario's own transport list first, then the adapter's reason. */
+/** Why `scenario` does not run on `adapter`: the scenario's own transport list, then the adapter's reason, then the scenario's when the adapter lacks the fault it needs. */
 export function skipReasonOf(adapter: FaultAdapter, scenario: Scenario): string | undefined {
   if (scenario.only && !scenario.only.includes(adapter.transport)) return `a scenario of ${scenario.only.join(', ')} only`;
-  return adapter.skipReason(scenario.name);
+  const reason = adapter.skipReason(scenario.name);
+  if (reason) return reason;
+  if (scenario.needs && adapter[scenario.needs] === undefined) return scenario.absentReason ?? `the transport has no ${scenario.needs}`;
+  return undefined;
 }
 
 /** Runs `scenario` on `adapter` (already started) and resolves its row. */

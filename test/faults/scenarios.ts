@@ -27,6 +27,13 @@ export interface Scenario {
   /** Starts processes and injects the fault. */
   run(context: ScenarioContext): Promise<void>;
   /**
+   * The adapter method the fault needs: on a transport whose adapter lacks
+   * it, the scenario is skipped with {@link Scenario.absentReason}.
+   */
+  readonly needs?: 'killNameServer' | 'killProxy' | 'killOneBroker';
+  /** Why the scenario does not apply where `needs` is missing. */
+  readonly absentReason?: string;
+  /**
    * When the run has drained. Default: every confirmed id handled or in the
    * error queue.
    */
@@ -312,6 +319,59 @@ export const SCENARIOS: readonly Scenario[] = [
       const handled = new Set(context.handled());
       const open = [...confirmed].filter((id) => !handled.has(id)).length;
       return open === 0 || open <= (await context.scope.errorCount().catch(() => -1));
+    },
+  },
+  {
+    name: 'name-server-kill',
+    title: 'name server kill -9 for 15 s with delayed retries pending, then started again',
+    needs: 'killNameServer',
+    absentReason: 'no name server: a RocketMQ role',
+    workload: (messages) => ({ messages, delayStepMs: 2_000 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.3);
+      const pending = await delayedPending(context, 20);
+      const before = context.handledCount();
+      await context.adapter.killNameServer!(15_000);
+      context.faultDone(`name server killed -9 with ${pending} delayed retries pending, ${context.handledCount() - before} handled while it was down, started again`);
+    },
+  },
+  {
+    name: 'proxy-kill',
+    title: 'proxy kill -9 with the brokers alive, 5 s down, delayed retries pending, then started again',
+    needs: 'killProxy',
+    absentReason: 'no proxy apart from the broker: a RocketMQ role',
+    workload: (messages) => ({ messages, delayStepMs: 2_000 }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.3);
+      const pending = await delayedPending(context, 20);
+      await context.adapter.killProxy!(5_000);
+      context.faultDone(`proxy killed -9 with ${pending} delayed retries pending, started again`);
+    },
+  },
+  {
+    name: 'broker-scale-out',
+    title: "one of two brokers killed -9 mid-run: the other broker's queues are handled on, then the killed one comes back",
+    needs: 'killOneBroker',
+    absentReason: "no second broker holding part of a queue: RocketMQ's layout",
+    workload: (messages) => ({ messages: Math.max(messages, 3_000) }),
+    async run(context) {
+      context.startProducer();
+      await context.startWorker();
+      await handledShare(context, 0.2);
+      const bringBack = await context.adapter.killOneBroker!(context.scope);
+      context.faultDone('broker-b killed -9');
+      const before = context.handledCount();
+      const more = Math.ceil(context.workload.messages * 0.05);
+      await context
+        .waitUntil(`${more} more handled on broker-a`, MINUTE, () => context.handledCount() >= before + more)
+        .then(() => context.note(`${context.handledCount() - before} handled with broker-b down`))
+        .catch(() => context.note(`only ${context.handledCount() - before} handled with broker-b down (wanted ${more})`));
+      await bringBack();
+      context.faultDone('broker-b started again');
     },
   },
 ];

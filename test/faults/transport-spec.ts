@@ -9,6 +9,7 @@ import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { NsqTransport } from '../../src/transports/nsq/index.js';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
+import { RocketMqTransport } from '../../src/transports/rocketmq/index.js';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 
 /** A transport, described in JSON. */
@@ -53,6 +54,16 @@ export type TransportSpec =
       readonly connectionName: string;
       /** The channel consumers read through. Default the transport's (`redeliver`); the bare client's is `bare`. */
       readonly channel?: string;
+    }
+  | {
+      readonly kind: 'rocketmq';
+      /** The gRPC proxy, `host:port`: the scenario's TCP proxy in front of it, so its connections can be cut. */
+      readonly endpoints: string;
+      readonly nameServer: string;
+      /** The scenario's own consumer group, so its offsets are apart from every other scenario's. */
+      readonly consumerGroup: string;
+      /** Unique per process, in the proxy's client list. */
+      readonly connectionName: string;
     };
 
 /** Opens the transport `spec` describes, with default settings. */
@@ -77,6 +88,15 @@ export function openSpec(spec: TransportSpec): Transport {
       prefix: spec.prefix,
       replicas: spec.replicas,
       connectionOptions: { ignoreClusterUpdates: true },
+      logger: outputLogger,
+    });
+  }
+  if (spec.kind === 'rocketmq') {
+    return new RocketMqTransport({
+      endpoints: spec.endpoints,
+      nameServer: spec.nameServer,
+      consumerGroup: spec.consumerGroup,
+      connectionName: spec.connectionName,
       logger: outputLogger,
     });
   }

@@ -69,6 +69,26 @@ describe('deadline: pure functions', () => {
     expect(withinDeadline(retryLater(10 * S), failure(clock, undefined), 24 * H, 'error-queue')).toEqual(retryLater(10 * S));
   });
 
+  it("counts the transport's delay precision: a retry that could land at or past the deadline, delay plus precision, expires at once", () => {
+    const clock = new FakeClock(START);
+    const deadline = START + 10 * S;
+    // A broker timer that fires every second may bring a 9 s retry back at 10 s.
+    expect(withinDeadline(retryLater(9 * S - 1), failure(clock, deadline), 24 * H, 'error-queue', S)).toEqual(retryLater(9 * S - 1));
+    expect(withinDeadline(retryLater(9 * S), failure(clock, deadline), 24 * H, 'error-queue', S)).toEqual(deadLetter('expired'));
+    expect(withinDeadline(retryLater(9 * S), failure(clock, deadline), 24 * H, 'error-queue', 0)).toEqual(retryLater(9 * S));
+  });
+
+  it("the recoverability policy reads the transport's delay precision at each failure", () => {
+    const clock = new FakeClock(START);
+    let precisionMs = 0;
+    const config = resolveRecoverabilityConfig({ immediateRetries: 0, delayedRetries: 5, delayedBackoff: () => 9 * S });
+    const policy = recoverabilityPolicy(config, seededRandom(1), () => precisionMs);
+    const f = failure(clock, START + 10 * S, { attempts: 1, delayedAttempt: 0 });
+    expect(policy.decide(f).decision).toEqual(retryLater(9 * S));
+    precisionMs = S;
+    expect(policy.decide(f).decision).toEqual(deadLetter('expired'));
+  });
+
   it('leaves dead-letter and discard decisions as they are, even past the deadline', async () => {
     const clock = new FakeClock(START);
     await clock.advance(H);

@@ -48,8 +48,9 @@ export interface Scope extends ScopeNames {
   parkedCount?(): Promise<number>;
   /**
    * Message ids in the error queue, read the way an operator reads it: ingested into an
-   * error store under the scope's directory (see error-ids.ts). Empties the error queue:
-   * read once every worker has stopped.
+   * error store under the scope's directory (see error-ids.ts), or on RocketMQ, whose
+   * error topics are read in place without consuming them, listed as `errors list` reads
+   * them. Read once every worker has stopped.
    */
   errorIds(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
@@ -115,4 +116,10 @@ export interface FaultAdapter {
   killNode?(node: number): Promise<() => Promise<void>>;
   /** Kills the node leading the work queue with SIGKILL; resolves a function that brings it back. */
   killQueueLeader?(scope: Scope): Promise<() => Promise<void>>;
+  /** Kills the name server (RocketMQ's routing registry) with SIGKILL, leaves it down for `downMs`, and starts it again. */
+  killNameServer?(downMs: number): Promise<void>;
+  /** Kills the proxy clients connect to with SIGKILL, the brokers behind it alive, for `downMs`, and starts it again. */
+  killProxy?(downMs: number): Promise<void>;
+  /** Kills one of two brokers holding the work queue's queues with SIGKILL; resolves a function that brings it back. */
+  killOneBroker?(scope: Scope): Promise<() => Promise<void>>;
 }
