@@ -104,7 +104,7 @@ describe('the CLI and a URL with a password', () => {
     for (const args of [['stats'], ['errors', 'list', '-'], ['errors', 'show', '-', '1']]) {
       const run = await cli(args, { env: { REDELIVER_URL: '' } });
       expect(run.code, args.join(' ')).toBe(2);
-      expect(run.stderr).toContain('no target: give the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target, or set REDELIVER_URL');
+      expect(run.stderr).toContain('no target: give the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL, an nsq:// target or a rocketmq:// proxy address, or set REDELIVER_URL');
     }
   });
 });
