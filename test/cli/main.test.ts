@@ -39,7 +39,7 @@ describe('the redeliver process', () => {
 
     expect(missing.status).toBe(2);
     expect(missing.stdout).toBe('');
-    expect(missing.stderr).toBe(`redeliver: no SQLite file at ${folder.path('missing.db')} (give the file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL or an nsq:// target)\n`);
+    expect(missing.stderr).toBe(`redeliver: no SQLite file at ${folder.path('missing.db')} (give the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL, an nsq:// target or a rocketmq:// proxy address)\n`);
 
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toBe("error: unknown option '--colour'\n(add --help for usage)\n");
