@@ -72,6 +72,16 @@ export class RocketMqSubscription implements Subscription {
     this.#loop = Promise.all(Array.from({ length: MAX_RECEIVES }, (_, i) => this.#run(i)));
   }
 
+  /** The queue consumed. */
+  get queue(): string {
+    return this.#s.queue;
+  }
+
+  /** Messages this consumer holds: handed out and not settled, and received ones waiting for room. */
+  get held(): number {
+    return this.#outstanding + this.#waiting.length;
+  }
+
   async pause(): Promise<void> {
     this.#paused = true;
   }

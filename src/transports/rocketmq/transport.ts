@@ -100,6 +100,7 @@ export class RocketMqTransport implements Transport {
       consumerGroup: o.consumerGroup,
       clock: o.clock,
       knownTopics: () => [...this.#topics.keys()].filter((t) => !t.startsWith('%')),
+      heldBy: (queue) => [...this.#subscriptions].reduce((n, s) => n + (s.queue === queue ? s.held : 0), 0),
       sendTo: (topic, id, body, headers) =>
         this.#send(topic, 'work', timed(topic, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, 0, undefined, o.clock.now(), o.maxTimedDelayMs)),
       recordRemoval: async (topic, key) => {
