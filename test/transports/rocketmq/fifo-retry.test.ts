@@ -33,7 +33,7 @@ async function until(what: string, check: () => boolean, timeoutMs: number): Pro
 }
 
 /** How long the first message is held before its retry is asked for. */
-const HOLD_MS = 1_500;
+const HOLD_MS = 3_000;
 /** The delay of that retry. */
 const RETRY_MS = 2_000;
 

@@ -39,7 +39,7 @@ describe.skipIf(Boolean(skip))('rocketmq: queue depths', () => {
     const text = (s: string) => new TextEncoder().encode(s);
     try {
       for (let i = 0; i < 3; i++) await worker.send(queue, { id: `now-${i}`, body: text('x'), headers: {} });
-      for (let i = 0; i < 2; i++) await worker.send(queue, { id: `later-${i}`, body: text('x'), headers: {}, delayMs: 15_000 });
+      for (let i = 0; i < 2; i++) await worker.send(queue, { id: `later-${i}`, body: text('x'), headers: {}, delayMs: 25_000 });
       // The timer counts a timed message once its enqueue service took it in, a moment after the send.
       expect(await until('the timed messages in the timer', depth, (d) => d.delayed === 2, 10_000)).toEqual({ queue, kind: 'work', ready: 3, delayed: 2, inFlight: 0 });
 
