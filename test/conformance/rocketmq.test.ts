@@ -35,7 +35,7 @@ afterAll(async () => {
 
 /** The local ports of this process's established connections to the gRPC proxy's port. */
 function ownSockets(): Set<number> {
-  const out = execFileSync('ss', ['-tnpH', 'state', 'established', `( dport = :${proxyPort} )`], { encoding: 'utf8' });
+  const out = execFileSync('ss', ['-tnpH', 'state', 'established', `( dport = :${proxyPort} )`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   const ports = new Set<number>();
   for (const line of out.split('\n')) {
     const local = /^\s*\d+\s+\d+\s+\S+:(\d+)\s/.exec(line);
@@ -49,8 +49,13 @@ function abortSocketsSince(before: ReadonlySet<number>): number {
   let aborted = 0;
   for (const port of ownSockets()) {
     if (before.has(port)) continue;
-    execFileSync('ss', ['-K', `( sport = :${port} and dport = :${proxyPort} )`]);
-    aborted++;
+    try {
+      // A connection that closed since it was listed is no longer there to abort: nothing to report.
+      execFileSync('ss', ['-K', `( sport = :${port} and dport = :${proxyPort} )`], { stdio: 'ignore' });
+      aborted++;
+    } catch {
+      // ss failed (the socket went away meanwhile): that connection is cut already.
+    }
   }
   return aborted;
 }

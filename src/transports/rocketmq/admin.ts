@@ -173,6 +173,23 @@ export class RocketMqAdmin {
     }
   }
 
+  /**
+   * Timed messages waiting in the brokers' timers, per topic, summed over
+   * the cluster's masters (`GET_TIMER_METRICS`): counted when a timed
+   * message enters a timer and again when it comes due, whoever sent it.
+   */
+  async timedCounts(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for (const broker of await this.masters()) {
+      const reply = ok(await request(broker, REQUEST.getTimerMetrics, {}, this.timeoutMs), `read the timer of broker ${broker}`);
+      const metrics = parseServerJson<{ timingCount?: Record<string, { count?: number }> }>(reply.body);
+      for (const [topic, { count }] of Object.entries(metrics.timingCount ?? {})) {
+        if (typeof count === 'number' && count > 0) out.set(topic, (out.get(topic) ?? 0) + count);
+      }
+    }
+    return out;
+  }
+
   /** Per queue of `topic` on each broker: the next offset written and the group's consumed offset (0 when it has none). */
   async offsets(topic: string, group: string): Promise<{ max: number; consumed: number }[]> {
     const out: { max: number; consumed: number }[] = [];

@@ -6,6 +6,7 @@ import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { MessageView } from './client.js';
 import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import type { DuplicateKind } from './events.js';
 import { statusCode } from './send-errors.js';
 
 /** What a delivery needs from the consumer that handed it out. */
@@ -20,6 +21,8 @@ export interface DeliveryOwner {
   sendCopy(topic: string, view: MessageView, id: string, headers: Headers, delayMs: number): Promise<void>;
   /** Makes sure `errorQueue` exists as an error queue. */
   errorQueue(errorQueue: string): Promise<void>;
+  /** A settlement's copy went out but the original will be given out again: one duplicate. */
+  recordDuplicate(id: string, kind: DuplicateKind): void;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
 }
@@ -29,6 +32,9 @@ const INVALID_RECEIPT_HANDLE = 40013;
 
 /** Why a settlement found its delivery gone. */
 const GONE = 'found its lease run out (the message became visible again to other consumers)';
+
+/** Why a settlement whose copy went out found its delivery gone. */
+const GONE_AFTER_COPY = 'sent its copy, but the original could not be acknowledged before its lease ran out: the broker gives it out again too (a duplicate)';
 
 /**
  * One delivery of a RocketMQ message received with a `SimpleConsumer`. Its
@@ -41,7 +47,9 @@ const GONE = 'found its lease run out (the message became visible again to other
  * original after: a crash or a lost lease in between leaves a duplicate,
  * never a loss. A settlement whose copy went out but whose
  * acknowledgement failed for another reason stays held, and trying it again
- * only acknowledges: no second copy.
+ * only acknowledges: no second copy. Once such a delivery ends without its
+ * acknowledgement (its lease ran out, the broker refused its receipt
+ * handle, or it was released) the owner records the duplicate, once.
  */
 export class RocketMqDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
@@ -49,8 +57,10 @@ export class RocketMqDelivery implements Delivery {
   readonly #once: SettleOnce;
   /** Monotonic time at which this side takes the lease as run out. */
   #leaseUntil: number;
-  /** A settlement's copy went out; trying the settlement again only acknowledges. */
-  #copied = false;
+  /** Which settlement's copy went out (trying the settlement again only acknowledges); undefined while none did. */
+  #copied: DuplicateKind | undefined;
+  /** Whether the duplicate the copy left was recorded. */
+  #duplicateRecorded = false;
   /** Settlements and lease extensions one after the other: each uses the receipt handle the one before left. */
   #chain: Promise<unknown> = Promise.resolve();
 
@@ -103,7 +113,7 @@ export class RocketMqDelivery implements Delivery {
         checkHeaders(headers, 'retryLater');
         return { ms, headers: { ...headers } };
       },
-      ({ ms, headers: h }) => this.#copyThenAck(() => this.#owner.sendCopy(this.queue, this.#view, this.id, h, ms)),
+      ({ ms, headers: h }) => this.#copyThenAck('retry', () => this.#owner.sendCopy(this.queue, this.#view, this.id, h, ms)),
     );
   }
 
@@ -116,16 +126,26 @@ export class RocketMqDelivery implements Delivery {
         return { errorQueue, headers: { ...headers } };
       },
       ({ errorQueue: q, headers: h }) =>
-        this.#copyThenAck(async () => {
+        this.#copyThenAck('deadLetter', async () => {
           await this.#owner.errorQueue(q);
           await this.#owner.sendCopy(q, this.#view, this.id, h, 0);
         }),
     );
   }
 
-  /** Makes the message visible again at once; its next delivery counts one more. */
+  /**
+   * Makes the message visible again at once; its next delivery counts one
+   * more. After a settlement whose copy went out, that is a duplicate
+   * (recorded): the original comes back beside its copy.
+   */
   release(): Promise<void> {
-    return this.#settle('release', () => undefined, () => this.#owner.changeInvisible(this.#view, 0));
+    return this.#settle('release', () => undefined, async () => {
+      try {
+        await this.#owner.changeInvisible(this.#view, 0);
+      } finally {
+        this.#recordDuplicate();
+      }
+    });
   }
 
   /**
@@ -152,12 +172,26 @@ export class RocketMqDelivery implements Delivery {
     return this.#owner.clock.monotonic() > this.#leaseUntil;
   }
 
-  async #copyThenAck(copy: () => Promise<void>): Promise<void> {
-    if (!this.#copied) {
+  async #copyThenAck(kind: DuplicateKind, copy: () => Promise<void>): Promise<void> {
+    if (this.#copied === undefined) {
       await copy();
-      this.#copied = true;
+      this.#copied = kind;
     }
     await this.#owner.ack(this.#view);
+  }
+
+  /** When a copy went out and the original will be given out again: records the duplicate, once. */
+  #recordDuplicate(): void {
+    if (this.#copied === undefined || this.#duplicateRecorded) return;
+    this.#duplicateRecorded = true;
+    this.#owner.recordDuplicate(this.id, this.#copied);
+  }
+
+  /** The error of a settlement that found the delivery gone; a duplicate when its copy went out before. */
+  #gone(operation: string): DeliveryGoneError {
+    if (this.#copied === undefined) return new DeliveryGoneError('rocketmq', operation, this.id, this.queue, GONE);
+    this.#recordDuplicate();
+    return new DeliveryGoneError('rocketmq', operation, this.id, this.queue, GONE_AFTER_COPY);
   }
 
   #settle<T>(operation: string, prepare: () => T, act: (prepared: T) => Promise<void>): Promise<void> {
@@ -165,13 +199,13 @@ export class RocketMqDelivery implements Delivery {
       () => {
         const prepared = prepare();
         // A settlement after the lease ran out would act on a message another consumer may hold.
-        if (this.leaseExpired()) throw new DeliveryGoneError('rocketmq', operation, this.id, this.queue, GONE);
+        if (this.leaseExpired()) throw this.#gone(operation);
         return prepared;
       },
       (prepared) =>
         this.#serial(() =>
           act(prepared).catch((error: unknown) => {
-            throw goneOr(error, operation, this.id, this.queue);
+            throw statusCode(error) === INVALID_RECEIPT_HANDLE ? this.#gone(operation) : error;
           }),
         ),
       (error) => error instanceof DeliveryGoneError,

@@ -47,6 +47,8 @@ export interface OperationsHost {
   readonly clock: Clock;
   /** The topics this transport created or checked. */
   knownTopics(): string[];
+  /** Messages of `queue` this transport's own consumers hold: handed out and not settled, or received and waiting for room. */
+  heldBy(queue: string): number;
   /** Sends a message to an existing topic. */
   sendTo(topic: string, id: string, body: Uint8Array, headers: Headers): Promise<void>;
   /** Sends a removal record (the key as body) to `topic`, creating it when missing. */
@@ -133,25 +135,43 @@ export class RocketMqOperations extends KeyedErrorQueueOperations implements Err
 
   /**
    * Depths of the queues this transport created or checked, or of
-   * `queues`: ready = messages written and not yet consumed by the
-   * transport's consumer group (for an error queue, its entries). Delayed
-   * and in-flight messages are not told apart (0): the broker's timer and
-   * its invisible messages have no per-topic count.
+   * `queues`, as far as the brokers tell them:
+   *
+   * - `ready`: messages written to the topic and not yet received by the
+   *   transport's consumer group, and those given back (released, or whose
+   *   lease ran out) waiting in the group's retry topic of it,
+   *   `%RETRY%<group>_<topic>`; for an error queue, its entries;
+   * - `delayed`: timed messages for the topic waiting in the brokers'
+   *   timers (delayed sends, delayed retries and their hops, whoever sent
+   *   them);
+   * - `inFlight`: only the messages this transport's own consumers hold.
+   *   A broker does not report the messages other processes received and
+   *   have not acknowledged (its count feeds only its OpenTelemetry
+   *   metrics, off by default), so the CLI or a dashboard in a process of
+   *   its own reads 0 here; those messages count in no column until they
+   *   are acknowledged or come back as ready.
    */
   async queueDepths(queues?: readonly string[]): Promise<QueueDepth[]> {
     const names = queues ?? this.#host.knownTopics().sort();
     const kinds = await this.queueKinds(names);
+    const { admin, consumerGroup } = this.#host;
+    const timed = names.some((q) => kinds.get(q) === 'work') ? await admin.timedCounts() : new Map<string, number>();
     const out: QueueDepth[] = [];
     for (const queue of names) {
       const kind = kinds.get(queue);
       if (kind === 'missing' && queues === undefined) continue;
+      const inFlight = this.#host.heldBy(queue);
       if (kind === 'error') {
-        out.push({ queue, kind, ready: await this.count(queue), delayed: 0, inFlight: 0 });
+        out.push({ queue, kind, ready: await this.count(queue), delayed: 0, inFlight });
         continue;
       }
-      const offsets = kind === 'missing' ? [] : await this.#host.admin.offsets(queue, this.#host.consumerGroup);
-      const ready = offsets.reduce((sum, o) => sum + Math.max(0, o.max - o.consumed), 0);
-      out.push({ queue, kind: 'work', ready, delayed: 0, inFlight: 0 });
+      let ready = 0;
+      if (kind === 'work') {
+        for (const topic of [queue, ...popRetryTopics(consumerGroup, queue)]) {
+          for (const o of await admin.offsets(topic, consumerGroup)) ready += Math.max(0, o.max - o.consumed);
+        }
+      }
+      out.push({ queue, kind: 'work', ready, delayed: timed.get(queue) ?? 0, inFlight });
     }
     return out;
   }
@@ -176,6 +196,16 @@ export class RocketMqOperations extends KeyedErrorQueueOperations implements Err
     if (keys === undefined) this.#removed.set(errorQueue, (keys = new Set()));
     keys.add(key);
   }
+}
+
+/**
+ * The topics a broker gives messages of `topic` back in for consumer group
+ * `group` when they were received by pop and not acknowledged: its retry
+ * topic of the topic, named `%RETRY%<group>_<topic>`, or
+ * `%RETRY%<group>+<topic>` on brokers with `enableRetryTopicV2`.
+ */
+export function popRetryTopics(group: string, topic: string): string[] {
+  return [`${RETRY_PREFIX}${group}_${topic}`, `${RETRY_PREFIX}${group}+${topic}`];
 }
 
 /** The broker's properties that are not the user's. */

@@ -31,6 +31,15 @@ export interface RocketMqTransportOptions {
   readonly leaseMs?: number;
   /** How long one receive waits on the proxy for messages (its long polling). The proxy refuses less than 5 000 ms. Default 5 000 ms. */
   readonly pollWaitMs?: number;
+  /**
+   * The furthest ahead one timed message is held: the proxy refuses a
+   * delivery time further off than its `maxDelayTimeMills` (24 h by
+   * default), so a longer delay goes in hops of at most this much, each
+   * sent on by the consumer that receives it early, without running the
+   * handler or counting a delivery. Set it to the proxy's value when that
+   * was changed. Default 86 400 000 ms (24 h); from 1 000 ms.
+   */
+  readonly maxTimedDelayMs?: number;
   /** The longest a send, an ack or an admin request waits for its answer. Default 5 000 ms. */
   readonly requestTimeoutMs?: number;
   /** Told to the proxy as the client's name, in its client list. Default `'redeliver'`. */
@@ -58,6 +67,7 @@ export const ROCKETMQ_DEFAULTS = {
   queuesPerTopic: 1,
   leaseMs: DEFAULTS.leaseMs,
   pollWaitMs: 5_000,
+  maxTimedDelayMs: 24 * 3_600_000,
   requestTimeoutMs: 5_000,
   connectionName: 'redeliver',
 } as const;
@@ -74,6 +84,7 @@ export interface ResolvedRocketMqOptions {
   readonly queuesPerTopic: number;
   readonly leaseMs: number;
   readonly pollWaitMs: number;
+  readonly maxTimedDelayMs: number;
   readonly requestTimeoutMs: number;
   readonly connectionName: string;
   readonly connectionBackoff: Backoff;
@@ -94,6 +105,7 @@ export function resolveRocketMqOptions(options: RocketMqTransportOptions = {}): 
     queuesPerTopic: wholeNumberOption('RocketMqTransport', 'queuesPerTopic', options.queuesPerTopic ?? ROCKETMQ_DEFAULTS.queuesPerTopic, 1, 1_024),
     leaseMs: leaseOption('leaseMs', options.leaseMs, ROCKETMQ_DEFAULTS.leaseMs),
     pollWaitMs: wholeNumberOption('RocketMqTransport', 'pollWaitMs', options.pollWaitMs ?? ROCKETMQ_DEFAULTS.pollWaitMs, 5_000, 60_000),
+    maxTimedDelayMs: wholeNumberOption('RocketMqTransport', 'maxTimedDelayMs', options.maxTimedDelayMs ?? ROCKETMQ_DEFAULTS.maxTimedDelayMs, 1_000, 2 ** 31 - 1),
     requestTimeoutMs: wholeNumberOption('RocketMqTransport', 'requestTimeoutMs', options.requestTimeoutMs ?? ROCKETMQ_DEFAULTS.requestTimeoutMs, 100, 300_000),
     connectionName: text('connectionName', options.connectionName ?? ROCKETMQ_DEFAULTS.connectionName),
     connectionBackoff: backoff,

@@ -25,6 +25,7 @@ export const REQUEST = {
   pullMessage: 11,
   updateAndCreateSubscriptionGroup: 200,
   getBrokerConfig: 26,
+  getTimerMetrics: 61,
 } as const;
 
 /** Reply codes the transport tells apart (RocketMQ's `ResponseCode`). */

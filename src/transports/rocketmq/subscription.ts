@@ -35,9 +35,6 @@ const MAX_BATCH = 32;
 /** The most receives under way at once (each of up to {@link MAX_BATCH}). */
 const MAX_RECEIVES = 4;
 
-/** How much sooner than its due time a received copy still counts as due: the broker's timer precision. */
-const DUE_SLACK_MS = 1_000;
-
 /**
  * A consumer of one queue: a `SimpleConsumer` of the transport's group that
  * receives at most as many messages as the prefetch has room for, each
@@ -73,6 +70,16 @@ export class RocketMqSubscription implements Subscription {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
     this.#loop = Promise.all(Array.from({ length: MAX_RECEIVES }, (_, i) => this.#run(i)));
+  }
+
+  /** The queue consumed. */
+  get queue(): string {
+    return this.#s.queue;
+  }
+
+  /** Messages this consumer holds: handed out and not settled, and received ones waiting for room. */
+  get held(): number {
+    return this.#outstanding + this.#waiting.length;
   }
 
   async pause(): Promise<void> {
@@ -180,10 +187,14 @@ export class RocketMqSubscription implements Subscription {
     }
   }
 
-  /** Whether `view` is a copy to send on rather than hand out: not due yet, or a FIFO message to put back in its group. */
+  /**
+   * Whether `view` is a copy to send on rather than hand out: not due yet
+   * (by this side's wall clock: a copy is never handed out before its due
+   * time), or a FIFO message to put back in its group.
+   */
   #isHop(view: MessageView): boolean {
     const due = Number(view.properties.get(DUE_PROPERTY));
-    if (Number.isFinite(due) && due > this.#s.clock.now() + DUE_SLACK_MS) return true;
+    if (Number.isFinite(due) && due > this.#s.clock.now()) return true;
     return view.properties.has(GROUP_PROPERTY) && !view.messageGroup;
   }
 

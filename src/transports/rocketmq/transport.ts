@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Producer, MessageOptions, SimpleConsumer } from 'rocketmq-client-nodejs';
 import type { SendErrorKind } from '../../transport/send-errors.js';
 import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
@@ -5,16 +6,17 @@ import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
 import type { ConsumeOptions, DeliveryListener, Headers, OutgoingMessage, Subscription, Transport, TransportCapabilities, TransportLimits } from '../../transport/types.js';
 import { DEFAULT_TIMER_PRECISION_MS, RocketMqAdmin, type TopicKind } from './admin.js';
 import { startConsumer, startProducer, type MessageView } from './client.js';
-import { DUE_PROPERTY, encodeProperties, GROUP_PROPERTY, headerBytes } from './codec.js';
+import { decodeProperties, DUE_PROPERTY, encodeProperties, GROUP_PROPERTY, headerBytes } from './codec.js';
 import type { DeliveryOwner } from './delivery.js';
 import { MessageTooLargeError, TransportClosedError } from './errors.js';
-import { leaseOption, resolveRocketMqOptions, type ResolvedRocketMqOptions, type RocketMqTransportOptions } from './options.js';
+import type { DuplicateKind, RocketMqStats, RocketMqTransportEvents } from './events.js';
+import { leaseOption, resolveRocketMqOptions, ROCKETMQ_DEFAULTS, type ResolvedRocketMqOptions, type RocketMqTransportOptions } from './options.js';
 import { classifyRocketMqSendError, statusCode } from './send-errors.js';
 import { RocketMqSubscription } from './subscription.js';
 import { RocketMqOperations } from './operations.js';
 
-/** The furthest ahead the proxy accepts a delivery time: longer delays go in hops of at most this. */
-export const MAX_HOP_MS = 24 * 3_600_000;
+/** The furthest ahead the proxy accepts a delivery time by default (its `maxDelayTimeMills`): the default `maxTimedDelayMs`. */
+export const MAX_HOP_MS = ROCKETMQ_DEFAULTS.maxTimedDelayMs;
 
 /** The largest message body the proxy accepts by default (`maxMessageSize`). */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -37,14 +39,16 @@ const TOPIC_NOT_FOUND = 40402;
  * - `retryLater` sends a copy with the new headers as a timed message (the
  *   broker holds it until its delivery time) and acknowledges the original
  *   after; `deadLetter` sends the copy to the error topic first the same
- *   way. A crash between the two leaves a duplicate, never a loss.
+ *   way. A crash between the two leaves a duplicate, never a loss; a copy
+ *   confirmed whose original could not be acknowledged is counted in
+ *   `stats.duplicateWindow`, emitted as `duplicateWindow` and logged.
  * - The broker's timer fires on ticks of `timerPrecisionMs` (1 000 ms by
  *   default), so a timed copy arrives up to one tick late: the transport
  *   reads the coarsest tick of the cluster's brokers and declares it as
  *   `limits.delayPrecisionMs`, which the deadline rule counts.
- * - Delays beyond 24 h (the proxy's furthest delivery time) go in hops: a
- *   consumer that receives a copy before its due time sends it on, which
- *   counts no delivery.
+ * - Delays beyond `maxTimedDelayMs` (24 h, the proxy's furthest delivery
+ *   time) go in hops: a consumer that receives a copy before its due time
+ *   sends it on, which counts no delivery.
  * - A FIFO message (one with a message group) keeps its group: an
  *   immediate retry's copy is sent in the group; a delayed copy travels as a
  *   timed message (the broker takes no group on those) and re-enters its
@@ -70,6 +74,8 @@ export class RocketMqTransport implements Transport {
   readonly #subscriptions = new Set<RocketMqSubscription>();
   readonly #topics = new Map<string, Promise<void>>();
   readonly #operations: RocketMqOperations;
+  readonly #events = new EventEmitter();
+  readonly #stats: RocketMqStats = { duplicateWindow: 0 };
   #producer: Promise<Producer> | undefined;
   #precision: Promise<void> | undefined;
   #precisionMs: number = DEFAULT_TIMER_PRECISION_MS;
@@ -94,8 +100,9 @@ export class RocketMqTransport implements Transport {
       consumerGroup: o.consumerGroup,
       clock: o.clock,
       knownTopics: () => [...this.#topics.keys()].filter((t) => !t.startsWith('%')),
+      heldBy: (queue) => [...this.#subscriptions].reduce((n, s) => n + (s.queue === queue ? s.held : 0), 0),
       sendTo: (topic, id, body, headers) =>
-        this.#send(topic, 'work', timed(topic, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, 0, undefined, o.clock.now())),
+        this.#send(topic, 'work', timed(topic, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, 0, undefined, o.clock.now(), o.maxTimedDelayMs)),
       recordRemoval: async (topic, key) => {
         await this.#ensure(topic, 'error');
         await this.#send(topic, 'error', { topic, body: Buffer.from(key, 'utf8') });
@@ -111,6 +118,23 @@ export class RocketMqTransport implements Transport {
   /** Queue depths (see ./operations.ts). */
   get inspection(): RocketMqOperations {
     return this.#operations;
+  }
+
+  /** Counters since the transport was created (a copy). */
+  get stats(): RocketMqStats {
+    return { ...this.#stats };
+  }
+
+  /** Adds a listener for one of the {@link RocketMqTransportEvents}. */
+  on<K extends keyof RocketMqTransportEvents>(event: K, listener: (args: RocketMqTransportEvents[K]) => void): this {
+    this.#events.on(event, listener);
+    return this;
+  }
+
+  /** Removes a listener added with {@link on}. */
+  off<K extends keyof RocketMqTransportEvents>(event: K, listener: (args: RocketMqTransportEvents[K]) => void): this {
+    this.#events.off(event, listener);
+    return this;
   }
 
   /** The consumer group consumers of this transport join. */
@@ -138,7 +162,7 @@ export class RocketMqTransport implements Transport {
     const propertyBytes = headerBytes(headers);
     if (propertyBytes > MAX_PROPERTY_BYTES) throw new MessageTooLargeError(propertyBytes, MAX_PROPERTY_BYTES, 'properties');
     await this.#ensure(queue, 'work');
-    await this.#send(queue, 'work', timed(queue, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, delayMs, undefined, this.#options.clock.now()));
+    await this.#send(queue, 'work', timed(queue, Buffer.from(body.buffer, body.byteOffset, body.byteLength), encodeProperties(id, headers), id, delayMs, undefined, this.#options.clock.now(), this.#options.maxTimedDelayMs));
   }
 
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
@@ -250,13 +274,31 @@ export class RocketMqTransport implements Transport {
       sendCopy: async (topic, view, id, headers: Headers, delayMs) => {
         const group = view.messageGroup || view.properties.get(GROUP_PROPERTY) || undefined;
         const kind: TopicKind = topic === queue ? 'work' : 'error';
-        await this.#send(topic, kind, timed(topic, view.body, encodeProperties(id, headers), id, delayMs, group, this.#options.clock.now()));
+        await this.#send(topic, kind, timed(topic, view.body, encodeProperties(id, headers), id, delayMs, group, this.#options.clock.now(), this.#options.maxTimedDelayMs));
       },
       errorQueue: (errorQueue) => this.#ensure(errorQueue, 'error'),
+      recordDuplicate: (id, kind) => this.#recordDuplicate(queue, id, kind),
     };
   }
 
-  /** Sends a copy received before its due time on (or a due FIFO copy back into its group), then acknowledges it. */
+  /** A copy confirmed whose original will be given out again: counted, logged and emitted; the message will be delivered twice. */
+  #recordDuplicate(queue: string, id: string, kind: DuplicateKind): void {
+    this.#stats.duplicateWindow += 1;
+    this.#options.logger?.warn({ messageId: id, queue, kind }, `rocketmq: a copy of message '${id}' on ${queue} was confirmed but the original could not be acknowledged; the broker gives it out again, so the message now exists twice`);
+    try {
+      this.#events.emit('duplicateWindow', { id, queue, kind });
+    } catch (error) {
+      this.#options.logger?.error({ error: String(error) }, `rocketmq: a duplicateWindow listener threw: ${String(error)}`);
+    }
+  }
+
+  /**
+   * Sends a copy received before its due time on (or a due FIFO copy back
+   * into its group), then acknowledges it; rejects when the copy could not
+   * be sent (the one received comes back after its lease). An
+   * acknowledgement that fails after the copy went out is a duplicate,
+   * recorded.
+   */
   async #hop(queue: string, view: MessageView, consumer: () => Promise<SimpleConsumer> | undefined): Promise<void> {
     const now = this.#options.clock.now();
     const properties = new Map(view.properties);
@@ -266,9 +308,15 @@ export class RocketMqTransport implements Transport {
     properties.delete(GROUP_PROPERTY);
     const delayMs = Number.isFinite(due) ? Math.max(0, due - now) : 0;
     const keys = view.keys.length > 0 ? view.keys : undefined;
-    await this.#send(queue, 'work', timed(queue, view.body, properties, keys?.[0], delayMs, group, now));
-    const c = consumer();
-    if (c !== undefined) await (await c).ack(view);
+    await this.#send(queue, 'work', timed(queue, view.body, properties, keys?.[0], delayMs, group, now, this.#options.maxTimedDelayMs));
+    try {
+      const c = consumer();
+      if (c === undefined) throw new Error(`rocketmq: the consumer of ${queue} is not started`);
+      await (await c).ack(view);
+    } catch (error) {
+      this.#options.logger?.debug?.({ err: error, queue, messageId: view.messageId }, `rocketmq: the acknowledgement of hop ${view.messageId} on ${queue} failed`);
+      this.#recordDuplicate(queue, decodeProperties(view.messageId, view.properties).id, 'hop');
+    }
   }
 
   #checkOpen(operation: string): void {
@@ -278,16 +326,16 @@ export class RocketMqTransport implements Transport {
 
 /**
  * The message to send: held `delayMs` when above 0 (in hops of at most
- * {@link MAX_HOP_MS}, the due time in a property when longer), in message
- * group `group` when it has one and is not held (a held copy carries its
- * group in a property instead, to re-enter it when due).
+ * `hopMs`, the due time in a property when longer), in message group
+ * `group` when it has one and is not held (a held copy carries its group
+ * in a property instead, to re-enter it when due).
  */
-function timed(topic: string, body: Buffer, properties: Map<string, string>, key: string | undefined, delayMs: number, group: string | undefined, now: number): MessageOptions {
+function timed(topic: string, body: Buffer, properties: Map<string, string>, key: string | undefined, delayMs: number, group: string | undefined, now: number, hopMs: number): MessageOptions {
   const message: MessageOptions = { topic, body, properties, ...(key === undefined ? {} : { keys: [key] }) };
   if (delayMs <= 0) return group === undefined ? message : { ...message, messageGroup: group };
   if (group !== undefined) properties.set(GROUP_PROPERTY, group);
-  if (delayMs > MAX_HOP_MS) properties.set(DUE_PROPERTY, String(now + delayMs));
-  return { ...message, deliveryTimestamp: new Date(now + Math.min(delayMs, MAX_HOP_MS)) };
+  if (delayMs > hopMs) properties.set(DUE_PROPERTY, String(now + delayMs));
+  return { ...message, deliveryTimestamp: new Date(now + Math.min(delayMs, hopMs)) };
 }
 
 function checkMessage(message: OutgoingMessage): OutgoingMessage {

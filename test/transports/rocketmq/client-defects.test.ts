@@ -61,7 +61,7 @@ describe('rocketmq-client-nodejs: a receive before the settings reached the prox
       prefetch: 1,
       leaseMs: 10_000,
       start: async () => fake,
-      owner: { clock: systemClock, ack: async () => undefined, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined },
+      owner: { clock: systemClock, ack: async () => undefined, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined, recordDuplicate: () => undefined },
       hop: async () => undefined,
       backoff: ({ attempt }) => {
         waits.push(attempt);
