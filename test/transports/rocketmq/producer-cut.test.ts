@@ -85,7 +85,7 @@ describe.skipIf(Boolean(skip))('rocketmq: sends through a cut connection', () =>
       const duplicates = [...copies.values()].reduce((n, c) => n + c - 1, 0);
       console.info(
         `rocketmq cut: ${outcomes.size} sends, ${inFlightAtCut} in flight at the cut, ${sent.length} confirmed, ${outcomes.size - sent.length} rejected; ` +
-          `${retried.size} retried after a transient failure; on the topic ${copies.size} ids, ${duplicates} duplicate copies, ${markedCopies} copies marked ${HEADER.possibleDuplicate}`,
+          `${retried.size} retried after a transient or unavailable failure; on the topic ${copies.size} ids, ${duplicates} duplicate copies, ${markedCopies} copies marked ${HEADER.possibleDuplicate}`,
       );
       // Nothing confirmed is lost, and nothing fails: the retries got through.
       expect(sent.filter((id) => !copies.has(id))).toEqual([]);
