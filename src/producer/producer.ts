@@ -117,7 +117,8 @@ export interface ProducerStats {
 /**
  * Sends messages with a stable id, retrying as the broker's answer calls
  * for: transient errors at once, throttling and an unavailable broker with
- * jittered backoff (until the send's `timeoutMs`), fatal errors not at all. A retried send keeps its id and carries
+ * jittered backoff (until the send's `timeoutMs`), fatal errors not at
+ * all. A retried send keeps its id and carries
  * `redeliver-possible-duplicate` when an earlier attempt may have reached
  * the broker.
  */
