@@ -23,7 +23,12 @@ import { classifyByBrand, SendTimeoutError, type SendErrorKind } from '../transp
 export interface ProducerRetryOptions {
   /** Attempts in all when sends fail transiently, the first included; retried at once. Default 3 (RocketMQ's 2 retries). */
   maxAttempts?: number;
-  /** The wait between throttled attempts. Default `connectionBackoff()`: 1 s, then ×1.6 with ±20 % jitter, at most 120 s (RocketMQ). */
+  /**
+   * The wait between throttled attempts, and between attempts that found
+   * the broker unavailable (RocketMQ's ConnectWithBackoff). Default
+   * `connectionBackoff()`: 1 s, then ×1.6 with ±20 % jitter, at most 120 s
+   * (RocketMQ).
+   */
   throttleBackoff?: Backoff;
   /** The least time one attempt is given before it counts as failed (RocketMQ MIN_CONNECT_TIMEOUT). Default 20 000 ms. */
   minAttemptTimeoutMs?: number;
@@ -92,7 +97,7 @@ export interface SendOptions {
 export interface ProducerEvents {
   /** A send reached the broker. */
   sent: { queue: string; messageId: string; attempts: number; durationMs: number };
-  /** An attempt failed and another follows after `delayMs` (0 for transient errors). */
+  /** An attempt failed and another follows after `delayMs` (0 for transient errors; the backoff for throttled and unavailable). */
   sendRetry: { queue: string; messageId: string; attempt: number; kind: SendErrorKind; error: unknown; delayMs: number };
   /** A send failed for good. */
   sendFailed: { queue: string; messageId: string; error: SendFailedError };
@@ -102,14 +107,18 @@ export interface ProducerEvents {
 export interface ProducerStats {
   sent: number;
   retries: number;
+  /** Attempts the broker throttled. */
   throttled: number;
+  /** Attempts that found the broker unavailable (refused, closed, restarting). */
+  unavailable: number;
   failed: number;
 }
 
 /**
  * Sends messages with a stable id, retrying as the broker's answer calls
- * for: transient errors at once, throttling with jittered backoff, fatal
- * errors not at all. A retried send keeps its id and carries
+ * for: transient errors at once, throttling and an unavailable broker with
+ * jittered backoff (until the send's `timeoutMs`), fatal errors not at
+ * all. A retried send keeps its id and carries
  * `redeliver-possible-duplicate` when an earlier attempt may have reached
  * the broker.
  */
@@ -125,7 +134,7 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
   readonly #clock: Clock;
   readonly #random: Random;
   readonly #logger: Logger;
-  readonly #stats: ProducerStats = { sent: 0, retries: 0, throttled: 0, failed: 0 };
+  readonly #stats: ProducerStats = { sent: 0, retries: 0, throttled: 0, unavailable: 0, failed: 0 };
   readonly #deadlines: Deadlines;
 
   constructor(options: ProducerOptions<T>) {
@@ -226,7 +235,8 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
     const giveUpAt = start + this.#timeoutMs;
     const attempts: SendAttempt[] = [];
     let transientFailures = 0;
-    let throttledFailures = 0;
+    // Throttled and unavailable attempts share one backoff: RocketMQ's ConnectWithBackoff.
+    let backedOff = 0;
     let possibleDuplicate = false;
     let deadline = firstDeadline;
     let error = firstError;
@@ -254,13 +264,15 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
         this.#retrying(queue, id, attempt, kind, error, 0, 'info');
         continue;
       }
-      throttledFailures++;
-      this.#stats.throttled++;
+      // A connection lost mid-send may have delivered the message; a throttled one was refused.
+      if (kind === 'unavailable') possibleDuplicate = true;
+      backedOff++;
+      this.#stats[kind]++;
       const wait = Math.max(0, deadline - clock.monotonic());
       if (clock.monotonic() + wait >= giveUpAt) throw this.#fail(queue, id, attempts, 'timeout');
       this.#retrying(queue, id, attempt, kind, error, wait, 'warn');
       if (wait > 0) await clock.sleep(wait);
-      deadline = clock.monotonic() + this.#throttleDelay(throttledFailures + 1);
+      deadline = clock.monotonic() + this.#throttleDelay(backedOff + 1);
     }
   }
 
@@ -306,9 +318,13 @@ export class Producer<T = unknown> extends TypedEmitter<ProducerEvents> {
 
   #retrying(queue: string, messageId: string, attempt: number, kind: SendErrorKind, error: unknown, delayMs: number, level: 'info' | 'warn'): void {
     this.#stats.retries++;
-    this.#logger[level]({ queue, messageId, attempt, kind, delayMs, err: error }, kind === 'throttled'
-      ? `Send of message '${messageId}' to '${queue}' was throttled; retrying in ${Math.round(delayMs)} ms`
-      : `Send of message '${messageId}' to '${queue}' failed; retrying at once`);
+    const message =
+      kind === 'throttled'
+        ? `Send of message '${messageId}' to '${queue}' was throttled; retrying in ${Math.round(delayMs)} ms`
+        : kind === 'unavailable'
+          ? `Send of message '${messageId}' to '${queue}' found the broker unavailable; retrying in ${Math.round(delayMs)} ms`
+          : `Send of message '${messageId}' to '${queue}' failed; retrying at once`;
+    this.#logger[level]({ queue, messageId, attempt, kind, delayMs, err: error }, message);
     this.emit('sendRetry', { queue, messageId, attempt, kind, error, delayMs });
   }
 

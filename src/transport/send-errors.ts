@@ -1,10 +1,12 @@
 /**
- * How a failed send is treated: `transient` (the network, a timeout, a
- * broker restarting) is retried at once; `throttled` (the broker is
- * overloaded and says so) backs off with jitter; `fatal` (bad input, a
- * message too large, an unknown queue) is not retried.
+ * How a failed send is treated: `transient` (a timeout, an error the
+ * broker answered) is retried at once; `throttled` (the broker is
+ * overloaded and says so) backs off with jitter; `unavailable` (the broker
+ * cannot be reached: connection refused or closed, a node shut down or
+ * restarting) waits for it to come back with the same backoff; `fatal`
+ * (bad input, a message too large, an unknown queue) is not retried.
  */
-export type SendErrorKind = 'transient' | 'throttled' | 'fatal';
+export type SendErrorKind = 'transient' | 'throttled' | 'unavailable' | 'fatal';
 
 const THROTTLED = Symbol.for('redeliver.throttled');
 const FATAL = Symbol.for('redeliver.fatalSend');

@@ -169,11 +169,12 @@ export interface Transport {
   close(): Promise<void>;
   /**
    * How a producer should treat an error this transport's `send` threw:
-   * `transient` (retry at once), `throttled` (back off) or `fatal` (give up).
-   * Without it, errors are classified by their brand (`ThrottledError`,
-   * `FatalSendError`), and anything else is transient.
+   * `transient` (retry at once), `throttled` (back off), `unavailable`
+   * (the broker cannot be reached: wait for it with the same backoff) or
+   * `fatal` (give up). Without it, errors are classified by their brand
+   * (`ThrottledError`, `FatalSendError`), and anything else is transient.
    */
-  classifySendError?(error: unknown): 'transient' | 'throttled' | 'fatal';
+  classifySendError?(error: unknown): 'transient' | 'throttled' | 'unavailable' | 'fatal';
   /**
    * The longest any `send` of this transport takes to settle, in
    * milliseconds, when the transport bounds every send itself (RabbitMQ: its

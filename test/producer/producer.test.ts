@@ -51,7 +51,7 @@ describe('producer throttling backoff (RocketMQ schedule)', () => {
       expect(gap).toBeGreaterThanOrEqual(bases[i]! * 0.8);
       expect(gap).toBeLessThanOrEqual(bases[i]! * 1.2);
     });
-    expect(producer.stats).toEqual({ sent: 1, retries: 4, throttled: 4, failed: 0 });
+    expect(producer.stats).toEqual({ sent: 1, retries: 4, throttled: 4, unavailable: 0, failed: 0 });
     // A throttled send was refused by the broker: not a possible duplicate.
     expect(transport.attempts.at(-1)!.message.headers[HEADER.possibleDuplicate]).toBeUndefined();
   });

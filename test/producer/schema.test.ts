@@ -54,7 +54,7 @@ describe('producer with a schema', () => {
     expect(issues.map((i) => i.path)).toEqual([['qty'], ['placedAt'], ['priority']]);
     expect(message).toMatch(/^the body failed its schema \(3 issues\): qty: .+; placedAt: .+; priority: .+$/);
     expect(transport.sent).toEqual([]);
-    expect(producer.stats).toEqual({ sent: 0, retries: 0, throttled: 0, failed: 0 });
+    expect(producer.stats).toEqual({ sent: 0, retries: 0, throttled: 0, unavailable: 0, failed: 0 });
   });
 
   it('waits for an asynchronous validator', async () => {

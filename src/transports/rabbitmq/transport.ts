@@ -206,7 +206,7 @@ export class RabbitMqTransport implements Transport {
    * lost connection or a confirm timeout, is `transient` and retried at
    * once. See docs/producer.md, "Errors by transport".
    */
-  classifySendError(error: unknown): 'transient' | 'throttled' | 'fatal' {
+  classifySendError(error: unknown): 'transient' | 'throttled' | 'unavailable' | 'fatal' {
     return classifyRabbitMqSendError(error);
   }
 

@@ -14,14 +14,23 @@ const TRANSIENT_CODES = new Set([
   50300, // UNAVAILABLE
 ]);
 
+/** gRPC's status for a channel that cannot reach its server: refused, closed, or going away. */
+const GRPC_UNAVAILABLE = 14;
+
+/** Socket errors of a proxy that cannot be reached. */
+const UNREACHABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTCONN', 'EHOSTUNREACH', 'ENETUNREACH']);
+
 /**
  * How a `Producer` treats an error of a RocketMQ send:
- * - `TOO_MANY_REQUESTS` (42900; the proxy's answer to flow control and to a
- *   busy broker) is throttling: back off (seed 002's 1 s × 1.6 ± 20 % up to
- *   120 s);
+ * - `TOO_MANY_REQUESTS` (42900; the proxy's answer to its own flow control
+ *   and to a busy broker, `SYSTEM_BUSY`) is throttling: back off (seed 002's
+ *   1 s × 1.6 ± 20 % up to 120 s);
+ * - gRPC `UNAVAILABLE` and a refused or reset socket (the proxy down, the
+ *   connection closed because the broker is shutting down or restarting)
+ *   mean the broker cannot be reached: wait for it with the same backoff
+ *   (seed 002's ConnectWithBackoff), up to the send's timeout;
  * - `INTERNAL_SERVER_ERROR`, `PROXY_TIMEOUT`, persistence timeouts, and
- *   errors with no status (the proxy unreachable, the connection closed
- *   because the broker is shutting down or restarting) are transient: retry
+ *   other errors with no status (a request timeout) are transient: retry
  *   at once;
  * - any other status (`ILLEGAL_TOPIC`, `ILLEGAL_MESSAGE_*`,
  *   `MESSAGE_BODY_TOO_LARGE`, `MESSAGE_PROPERTIES_TOO_LARGE`, a topic not
@@ -33,7 +42,7 @@ export function classifyRocketMqSendError(error: unknown): SendErrorKind {
   if (branded !== 'transient') return branded;
   if (error instanceof TypeError || error instanceof RangeError) return 'fatal';
   const code = statusCode(error);
-  if (code === undefined) return 'transient';
+  if (code === undefined) return unreachable(error) ? 'unavailable' : 'transient';
   if (THROTTLED_CODES.has(code)) return 'throttled';
   if (TRANSIENT_CODES.has(code)) return 'transient';
   return 'fatal';
@@ -43,4 +52,10 @@ export function classifyRocketMqSendError(error: unknown): SendErrorKind {
 export function statusCode(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'number' && code >= 10_000 ? code : undefined;
+}
+
+/** Whether `error` says the proxy cannot be reached: gRPC `UNAVAILABLE`, or a socket refused or reset. */
+function unreachable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === GRPC_UNAVAILABLE || (typeof code === 'string' && UNREACHABLE_SOCKET_CODES.has(code));
 }

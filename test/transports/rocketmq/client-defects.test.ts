@@ -27,14 +27,16 @@ describe('rocketmq-client-nodejs: throttling backoff', () => {
     expect(inherited.getNextAttemptDelay(2)).toBeCloseTo(1.6);
   });
 
-  it('the proxy status codes map onto the producer: throttled, transient, fatal', () => {
+  it('the proxy status codes map onto the producer: throttled, unavailable, transient, fatal', () => {
     expect(classifyRocketMqSendError(new TooManyRequestsException(42900, 'TOO_MANY_REQUESTS'))).toBe('throttled');
     expect(classifyRocketMqSendError(new InternalErrorException(50001, 'INTERNAL_SERVER_ERROR'))).toBe('transient');
     expect(classifyRocketMqSendError(new ProxyTimeoutException(50400, 'PROXY_TIMEOUT'))).toBe('transient');
     expect(classifyRocketMqSendError(new BadRequestException(40002, 'ILLEGAL_TOPIC'))).toBe('fatal');
     expect(classifyRocketMqSendError(new BadRequestException(40007, 'ILLEGAL_MESSAGE_PROPERTY_KEY'))).toBe('fatal');
     expect(classifyRocketMqSendError(new PayloadTooLargeException(41301, 'MESSAGE_BODY_TOO_LARGE'))).toBe('fatal');
-    expect(classifyRocketMqSendError(Object.assign(new Error('14 UNAVAILABLE: Connection dropped'), { code: 14 }))).toBe('transient');
+    expect(classifyRocketMqSendError(Object.assign(new Error('14 UNAVAILABLE: Connection dropped'), { code: 14 }))).toBe('unavailable');
+    expect(classifyRocketMqSendError(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:8081'), { code: 'ECONNREFUSED' }))).toBe('unavailable');
+    expect(classifyRocketMqSendError(Object.assign(new Error('4 DEADLINE_EXCEEDED: Deadline exceeded'), { code: 4 }))).toBe('transient');
   });
 });
 

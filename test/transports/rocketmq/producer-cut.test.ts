@@ -2,8 +2,9 @@
  * The seed's "connection closed because the broker node is shut down or
  * being restarted" on the real broker: a `Producer` sends bursts through a
  * TCP proxy in front of the gRPC proxy, and every connection is cut in the
- * middle of one. A send caught in flight that fails (no proxy status) is
- * retried at once and carries `redeliver-possible-duplicate`: no confirmed
+ * middle of one. A send caught in flight that fails (no proxy status, or
+ * gRPC UNAVAILABLE, which waits for the connection with the backoff) is
+ * retried and carries `redeliver-possible-duplicate`: no confirmed
  * send is lost, and every duplicate copy on the topic is marked (the
  * duplicate window, retried sends and duplicate copies, is counted and
  * printed).
@@ -38,7 +39,7 @@ describe.skipIf(Boolean(skip))('rocketmq: sends through a cut connection', () =>
       const producer = new Producer<number>({ transport: sender, retry: { timeoutMs: 30_000 } });
       const retried = new Set<string>();
       producer.on('sendRetry', (e) => {
-        if (e.kind === 'transient') retried.add(e.messageId);
+        if (e.kind === 'transient' || e.kind === 'unavailable') retried.add(e.messageId);
       });
       const outcomes = new Map<string, 'sent' | 'failed'>();
       await producer.send(topic, -1, { id: 'warm-up' });
@@ -84,7 +85,7 @@ describe.skipIf(Boolean(skip))('rocketmq: sends through a cut connection', () =>
       const duplicates = [...copies.values()].reduce((n, c) => n + c - 1, 0);
       console.info(
         `rocketmq cut: ${outcomes.size} sends, ${inFlightAtCut} in flight at the cut, ${sent.length} confirmed, ${outcomes.size - sent.length} rejected; ` +
-          `${retried.size} retried after a transient failure; on the topic ${copies.size} ids, ${duplicates} duplicate copies, ${markedCopies} copies marked ${HEADER.possibleDuplicate}`,
+          `${retried.size} retried after a transient or unavailable failure; on the topic ${copies.size} ids, ${duplicates} duplicate copies, ${markedCopies} copies marked ${HEADER.possibleDuplicate}`,
       );
       // Nothing confirmed is lost, and nothing fails: the retries got through.
       expect(sent.filter((id) => !copies.has(id))).toEqual([]);
