@@ -107,13 +107,10 @@ export class GroupCommit {
     this.#onDue = onDue;
     this.#busyTimeoutMs = busyTimeoutMs;
     this.#apply = store.immediateTransaction((writes: readonly PendingWrite[], ok: Uint8Array, claims: readonly PendingClaim[], now: number) => {
-      const acks = new AckGroups();
       for (let i = 0; i < writes.length; i++) {
         const w = writes[i]!;
-        if (w.op.type === 'ack') acks.add(w.op.row, i);
-        else ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
+        ok[i] = this.#applyOne(w.op, w.at, now) ? 1 : 0;
       }
-      acks.apply(store, ok);
       const results: ClaimResult[] = new Array(claims.length);
       for (let i = 0; i < claims.length; i++) {
         const { kind, queue, limit, leaseMs } = claims[i]!.request;
@@ -274,36 +271,6 @@ export class GroupCommit {
         return store.unclaim(op.row.kind, op.row.seq, op.row.lease, op.dueAt);
       case 'extend':
         return store.extend(op.row.kind, op.row.seq, op.row.lease, now + op.leaseMs);
-    }
-  }
-}
-
-/**
- * The acks of one group commit, by the claim they were leased under: the
- * rows of one claim are deleted in one statement rather than one each.
- * They are applied after the group's other writes; a row is settled once,
- * so no other write of the group touches an acked row after its ack.
- */
-class AckGroups {
-  readonly #groups = new Map<string, { kind: QueueKind; lease: number; seqs: number[]; at: number[] }>();
-
-  add(row: LeasedRow, at: number): void {
-    const key = `${row.kind}:${row.lease}`;
-    let group = this.#groups.get(key);
-    if (group === undefined) this.#groups.set(key, (group = { kind: row.kind, lease: row.lease, seqs: [], at: [] }));
-    group.seqs.push(row.seq);
-    group.at.push(at);
-  }
-
-  /** Deletes every acked row its lease still holds; marks in `ok` the acks that took effect. */
-  apply(store: Store, ok: Uint8Array): void {
-    for (const { kind, lease, seqs, at } of this.#groups.values()) {
-      if (seqs.length === 1) {
-        ok[at[0]!] = store.remove(kind, seqs[0]!, lease) ? 1 : 0;
-        continue;
-      }
-      const removed = new Set(store.removeMany(kind, seqs, lease));
-      for (let i = 0; i < seqs.length; i++) ok[at[i]!] = removed.has(seqs[i]!) ? 1 : 0;
     }
   }
 }

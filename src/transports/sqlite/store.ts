@@ -41,7 +41,6 @@ class TableStatements {
   readonly claim: Database.Statement<[number, number, string, number, number]>;
   readonly nextDue: Database.Statement<[string], number>;
   readonly remove: Database.Statement<[number, number]>;
-  readonly removeMany: Database.Statement<[number, string], number>;
   readonly release: Database.Statement<[number, number, number]>;
   readonly extend: Database.Statement<[number, number, number]>;
   readonly unclaim: Database.Statement<[number, number, number]>;
@@ -62,11 +61,6 @@ class TableStatements {
       .prepare<[string], number>(`SELECT visible_at FROM ${table} WHERE queue = ? ORDER BY visible_at LIMIT 1`)
       .pluck(true);
     this.remove = db.prepare(`DELETE FROM ${table} WHERE seq = ? AND lease = ?`);
-    this.removeMany = db
-      .prepare<[number, string], number>(
-        `DELETE FROM ${table} WHERE lease = ? AND seq IN (SELECT value FROM json_each(?)) RETURNING seq`,
-      )
-      .pluck(true);
     this.release = db.prepare(`UPDATE ${table} SET visible_at = ?, lease = NULL WHERE seq = ? AND lease = ?`);
     this.extend = db.prepare(`UPDATE ${table} SET visible_at = max(visible_at, ?) WHERE seq = ? AND lease = ?`);
     this.unclaim = db.prepare(
@@ -234,11 +228,6 @@ export class Store {
   /** Deletes a leased row; false when the lease no longer holds. */
   remove(kind: QueueKind, seq: number, lease: number): boolean {
     return this.#tables[kind].remove.run(seq, lease).changes === 1;
-  }
-
-  /** Deletes those of `seqs` that `lease` still holds, in one statement; returns the ones deleted. */
-  removeMany(kind: QueueKind, seqs: readonly number[], lease: number): number[] {
-    return this.#tables[kind].removeMany.all(lease, JSON.stringify(seqs));
   }
 
   /** Makes a leased row available again at `visibleAt`; false when the lease no longer holds. */
