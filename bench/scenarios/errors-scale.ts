@@ -13,6 +13,8 @@
  *   prints); first page: opening the store and `search({}, {limit: 50})`;
  * - export: every entry as NDJSON to a file, in the line format of
  *   `errors export`;
+ * - beside ingest and export, the CPU time the process spent on them,
+ *   steadier than wall time on a machine shared with other work;
  * - retry group: a `RetryJobs` job sends the group that is exactly 10 % of
  *   the entries back to the work queue they failed on (declared before),
  *   at an unlimited rate; the work queue must then hold exactly that many.
@@ -56,6 +58,10 @@ interface Figures {
   firstPageSeconds: number;
   retryGroupSeconds: number;
   exportSeconds: number;
+  /** CPU time (user + system) of the process during ingest: steadier than wall time on a shared machine. */
+  ingestCpuSeconds: number;
+  /** CPU time of the process during export. */
+  exportCpuSeconds: number;
 }
 
 interface Baseline {
@@ -126,6 +132,8 @@ export async function run(args: string[]): Promise<void> {
         'first page s': f.firstPageSeconds.toFixed(3),
         'retry 10 % s': f.retryGroupSeconds.toFixed(3),
         'export s': f.exportSeconds.toFixed(3),
+        'ingest CPU s': f.ingestCpuSeconds.toFixed(3),
+        'export CPU s': f.exportCpuSeconds.toFixed(3),
       })),
     ),
   );
@@ -178,18 +186,28 @@ function goalRows(results: Partial<Record<TransportName, Record<string, Figures>
 /** Times the store operations on an error queue that `fill` filled through `transport`. */
 async function measure(transport: Transport, dir: string, name: TransportName, plan: FillPlan, batchSize: number): Promise<Figures> {
   const storePath = join(dir, `store-${name}-${plan.n}.db`);
+  const ingestCpu = process.cpuUsage();
   const ingestSeconds = await timeIngest(transport, storePath, plan.errorQueue, plan.n, batchSize);
+  const ingestCpuSeconds = cpuSecondsSince(ingestCpu);
   const list = timeGroups(storePath);
   checkGroups(list.groups, plan.n);
   const firstPageSeconds = timeFirstPage(storePath);
+  const exportCpu = process.cpuUsage();
   const exported = await timeExport(storePath, join(dir, `export-${name}-${plan.n}.ndjson`));
+  const exportCpuSeconds = cpuSecondsSince(exportCpu);
   if (exported.lines !== plan.n) throw new Error(`export wrote ${exported.lines} lines, expected ${plan.n}`);
   // The group that is exactly 10 % of the entries, back to the queue it failed on.
   const tenth = countOfKind(plan.n, 0);
   const retried = list.groups.find((g) => g.count === tenth)!;
   const retryGroupSeconds = await timeRetryGroup(transport, storePath, retried.signature.id, plan.workQueue, tenth);
   const r = (s: number) => roundTo(s, 3);
-  return { ingestSeconds: r(ingestSeconds), listSeconds: r(list.seconds), firstPageSeconds: r(firstPageSeconds), retryGroupSeconds: r(retryGroupSeconds), exportSeconds: r(exported.seconds) };
+  return { ingestSeconds: r(ingestSeconds), listSeconds: r(list.seconds), firstPageSeconds: r(firstPageSeconds), retryGroupSeconds: r(retryGroupSeconds), exportSeconds: r(exported.seconds), ingestCpuSeconds: r(ingestCpuSeconds), exportCpuSeconds: r(exportCpuSeconds) };
+}
+
+/** User + system CPU seconds of this process since `start`. */
+function cpuSecondsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1e6;
 }
 
 /** The groups the store lists must be the ten the entries were made with, of the sizes they were made with. */

@@ -142,6 +142,25 @@ describe('SqliteTransport', () => {
     await other.items[0]!.ack();
   });
 
+  it('acks of one claim committed together delete every row still leased, and reject only the one whose lease was lost', async () => {
+    const path = newPath();
+    const t = transport({ path });
+    await t.sendBatch('q', ['a', 'b', 'c'].map((id) => ({ id, body: text(id), headers: {} })));
+    const inbox = new Inbox();
+    await consume(t, 'q', inbox, 3);
+    await until(() => inbox.items.length === 3);
+    const db = reader(path);
+    // Another consumer took 'b' meanwhile: its lease token is no longer this claim's.
+    expect(db.prepare(`UPDATE messages SET lease = lease + 1000 WHERE id = 'b'`).run().changes).toBe(1);
+    const results = await Promise.allSettled(inbox.items.map((d) => d.ack()));
+    const byId = Object.fromEntries(inbox.items.map((d, i) => [d.id, results[i]!]));
+    expect(byId['a']!.status).toBe('fulfilled');
+    expect(byId['c']!.status).toBe('fulfilled');
+    expect(byId['b']!.status).toBe('rejected');
+    expect((byId['b'] as PromiseRejectedResult).reason).toBeInstanceOf(LeaseLostError);
+    expect(db.prepare('SELECT id FROM messages').pluck().all()).toEqual(['b']);
+  });
+
   it('retryLater rewrites the same row: one copy, new headers, due after the delay, lease cleared', async () => {
     const path = newPath();
     const clock = new FakeClock(5_000);
