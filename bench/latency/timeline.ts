@@ -3,6 +3,7 @@
  * finds its most messages per second, and a fixed-rate timeline that
  * measures send-to-handled latency without coordinated omission.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { within } from '../redis/workload.js';
 import { stampBody, type Rig, type Stamp } from './rig.js';
 
@@ -87,6 +88,10 @@ export interface RoundResult {
   readonly maxSendsInFlight: number;
   /** How far behind its timeline the sender ever fell when it woke, ms. */
   readonly maxSenderLagMs: number;
+  /** User + system CPU time of this process over the round, per message, microseconds (the broker's own CPU is not in it). */
+  readonly cpuUsPerMessage: number;
+  /** The p99 of this process's event-loop delay over the round, ms: how long a ready callback waited for the loop. */
+  readonly loopDelayP99Ms: number;
 }
 
 /**
@@ -118,6 +123,9 @@ export async function fixedRateRound(
   let sendError: unknown;
   const sends: Promise<void>[] = [];
   const interval = 1000 / rate;
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
+  const cpu = process.cpuUsage();
   const start = performance.now() + 5;
   try {
     let i = 0;
@@ -151,9 +159,13 @@ export async function fixedRateRound(
     await within(recorder.done, drainTimeoutMs, `round ${round}: ${recorder.missing} of ${count} messages not handled`);
   } finally {
     rounds.end();
+    loopDelay.disable();
   }
+  const cpuUsed = process.cpuUsage(cpu);
   return {
     round,
+    cpuUsPerMessage: Math.round((cpuUsed.user + cpuUsed.system) / count),
+    loopDelayP99Ms: Math.round(loopDelay.percentile(99) / 1e4) / 100,
     fromIntended: Array.from(recorder.fromIntended.subarray(warmup)),
     fromSent: Array.from(recorder.fromSent.subarray(warmup)),
     sent: count,

@@ -38,7 +38,7 @@ import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { payloadString } from '../redis/workload.js';
-import { positiveArg, printJson, printTable, roundTo } from '../report.js';
+import { medianOf, positiveArg, printJson, printTable, roundTo } from '../report.js';
 import { jetstreamCase } from '../latency/jetstream.js';
 import { nsqCase } from '../latency/nsq.js';
 import { rabbitmqCase } from '../latency/rabbitmq.js';
@@ -68,6 +68,12 @@ interface Row {
   readonly duplicates: number;
   readonly bareDuplicates: number;
   readonly maxSenderLagMs: number;
+  /** The median over rounds of each side's CPU time per message, microseconds. */
+  readonly cpuUsPerMessage: number;
+  readonly bareCpuUsPerMessage: number | undefined;
+  /** The median over rounds of each side's event-loop delay p99, ms. */
+  readonly loopDelayP99Ms: number;
+  readonly bareLoopDelayP99Ms: number | undefined;
   readonly load: number;
 }
 
@@ -140,7 +146,7 @@ export async function run(args: string[]): Promise<void> {
         for (const { side, rig } of round % 2 === 0 ? [...sides].reverse() : sides) {
           const result = await fixedRateRound(rig, recorder, nextRound++, rate, warmupMs, (seconds * 1000) / rounds, payload, DRAIN_TIMEOUT_MS);
           results.push({ side, result });
-          console.error(`${name} round ${round + 1} ${side}: p50 ${summarise(result.fromIntended).p50} ms, p99 ${summarise(result.fromIntended).p99} ms, max sends in flight ${result.maxSendsInFlight}, sender lag ${result.maxSenderLagMs} ms`);
+          console.error(`${name} round ${round + 1} ${side}: p50 ${summarise(result.fromIntended).p50} ms, p99 ${summarise(result.fromIntended).p99} ms, max sends in flight ${result.maxSendsInFlight}, sender lag ${result.maxSenderLagMs} ms, cpu ${result.cpuUsPerMessage} us/msg, loop delay p99 ${result.loopDelayP99Ms} ms`);
         }
       }
       loads.push(loadavg()[0]!);
@@ -161,6 +167,10 @@ export async function run(args: string[]): Promise<void> {
         duplicates: of('redeliver').reduce((n, r) => n + r.duplicates, 0),
         bareDuplicates: of('bare').reduce((n, r) => n + r.duplicates, 0),
         maxSenderLagMs: Math.max(...results.map((r) => r.result.maxSenderLagMs)),
+        cpuUsPerMessage: medianOf(of('redeliver').map((r) => r.cpuUsPerMessage)),
+        bareCpuUsPerMessage: bare === undefined ? undefined : medianOf(of('bare').map((r) => r.cpuUsPerMessage)),
+        loopDelayP99Ms: medianOf(of('redeliver').map((r) => r.loopDelayP99Ms)),
+        bareLoopDelayP99Ms: bare === undefined ? undefined : medianOf(of('bare').map((r) => r.loopDelayP99Ms)),
         load: roundTo(loadavg()[0]!, 2),
       });
     } catch (error) {
@@ -191,7 +201,7 @@ export async function run(args: string[]): Promise<void> {
     })),
   );
   printTable(
-    'the same, measured from the send call (what a sender that waits would see), and the run itself',
+    "the same, measured from the send call (what a sender that waits would see), and the run itself: the bench process's CPU time per message and event-loop delay p99 (median of rounds)",
     rows.map((row) => ({
       transport: row.transport,
       'rdl p50': row.redeliverFromSendCall.p50,
@@ -203,6 +213,8 @@ export async function run(args: string[]): Promise<void> {
       'messages per side': row.redeliver.count,
       'duplicates rdl|bare': `${row.duplicates} | ${row.bareDuplicates}`,
       'sender lag max ms': row.maxSenderLagMs,
+      'cpu us/msg rdl|bare': `${row.cpuUsPerMessage} | ${row.bareCpuUsPerMessage ?? '-'}`,
+      'loop delay p99 ms rdl|bare': `${row.loopDelayP99Ms} | ${row.bareLoopDelayP99Ms ?? '-'}`,
     })),
   );
   for (const f of failures) console.log(`\n${f.transport} failed: ${f.error.split('\n')[0]}`);
@@ -229,6 +241,10 @@ export async function run(args: string[]): Promise<void> {
       messages: row.redeliver.count,
       duplicates: row.duplicates,
       bareDuplicates: row.bareDuplicates,
+      cpuUsPerMessage: row.cpuUsPerMessage,
+      bareCpuUsPerMessage: row.bareCpuUsPerMessage ?? null,
+      loopDelayP99Ms: row.loopDelayP99Ms,
+      bareLoopDelayP99Ms: row.bareLoopDelayP99Ms ?? null,
       loadAverage: row.load,
     })),
     failed: failures.map((f) => f.transport),
