@@ -7,7 +7,7 @@
  */
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
 import { addPullConsumer, addWorkStream, deleteStreams, openClients, withClients } from '../jetstream/server.js';
-import { readStamp, redeliverRig, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
+import { readStamp, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
 
 export function jetstreamCase(settings: CaseSettings, servers: string): BrokerCase {
   const barePrefix = `bench-latency-${settings.token}-bare`;
@@ -15,7 +15,7 @@ export function jetstreamCase(settings: CaseSettings, servers: string): BrokerCa
   const subject = `${barePrefix}.work`;
   const prefix = `bench-latency-${settings.token}-rdl`;
   return {
-    transport: 'jetstream',
+    name: 'jetstream',
     bareName: 'JetStream consume() + ack',
     bare: async (onHandled): Promise<Rig> => {
       const clients = await openClients(servers, 'redeliver-bench-latency-bare');
@@ -40,10 +40,10 @@ export function jetstreamCase(settings: CaseSettings, servers: string): BrokerCa
         },
       };
     },
-    redeliver: async (onHandled) => {
-      const transport = new JetStreamTransport({ servers, prefix, maxAckPending: settings.prefetch, connectionName: 'redeliver-bench-latency' });
-      return redeliverRig(transport, 'latency', settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({
+      transport: new JetStreamTransport({ servers, prefix, maxAckPending: settings.prefetch, connectionName: 'redeliver-bench-latency' }),
+      queue: `latency-${side}`,
+    }),
     cleanup: () =>
       withClients(servers, 'redeliver-bench-latency-cleanup', async ({ jsm }) => {
         await deleteStreams(jsm, barePrefix);

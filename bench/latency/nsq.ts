@@ -6,7 +6,7 @@
 import nsq from 'nsqjs';
 import { NsqTransport } from '../../src/transports/nsq/index.js';
 import { within } from '../redis/workload.js';
-import { readStamp, redeliverRig, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
+import { readStamp, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
 
 const CHANNEL = 'redeliver';
 
@@ -14,7 +14,7 @@ export function nsqCase(settings: CaseSettings, tcp: string, http: string): Brok
   const topics = { bare: `bench-latency-${settings.token}-bare`, redeliver: `bench-latency-${settings.token}-rdl` };
   const [host, port] = tcp.split(':') as [string, string];
   return {
-    transport: 'nsq',
+    name: 'nsq',
     bareName: 'nsqjs Reader + FIN',
     bare: async (onHandled): Promise<Rig> => {
       const writer = new nsq.Writer(host, Number(port), { clientId: 'bench-latency-bare' });
@@ -42,10 +42,10 @@ export function nsqCase(settings: CaseSettings, tcp: string, http: string): Brok
         },
       };
     },
-    redeliver: async (onHandled) => {
-      const transport = new NsqTransport({ nsqd: [tcp], httpAddresses: { [tcp]: http }, channel: CHANNEL, connectionName: 'redeliver-bench-latency' });
-      return redeliverRig(transport, topics.redeliver, settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({
+      transport: new NsqTransport({ nsqd: [tcp], httpAddresses: { [tcp]: http }, channel: CHANNEL, connectionName: 'redeliver-bench-latency' }),
+      queue: `${topics.redeliver}-${side}`,
+    }),
     cleanup: async () => {
       // The run's topics, and any the transport made beside them (error topics).
       const stats = (await (await fetch(`http://${http}/stats?format=json`)).json()) as { topics?: { topic_name: string }[] };

@@ -6,12 +6,12 @@
 import amqp from 'amqplib';
 import { RabbitMqTransport } from '../../src/transports/rabbitmq/index.js';
 import { workQueueArguments } from '../../src/transports/rabbitmq/topology.js';
-import { readStamp, redeliverRig, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
+import { readStamp, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
 
 export function rabbitmqCase(settings: CaseSettings, url: string): BrokerCase {
-  const queues = { bare: `bench-latency-${settings.token}-bare`, redeliver: `bench-latency-${settings.token}-rdl` };
+  const queues = { bare: `bench-latency-${settings.token}-bare`, endpoint: `bench-latency-${settings.token}-rdl`, transport: `bench-latency-${settings.token}-trn` };
   return {
-    transport: 'rabbitmq',
+    name: 'rabbitmq',
     bareName: 'amqplib consume + ack',
     bare: async (onHandled): Promise<Rig> => {
       const connection = await amqp.connect(url, { noDelay: true });
@@ -33,10 +33,7 @@ export function rabbitmqCase(settings: CaseSettings, url: string): BrokerCase {
         close: () => connection.close(),
       };
     },
-    redeliver: async (onHandled) => {
-      const transport = new RabbitMqTransport({ url, connectionName: 'redeliver-bench-latency' });
-      return redeliverRig(transport, queues.redeliver, settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({ transport: new RabbitMqTransport({ url, connectionName: 'redeliver-bench-latency' }), queue: queues[side] }),
     cleanup: async () => {
       const connection = await amqp.connect(url);
       try {

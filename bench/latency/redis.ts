@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { deleteKeys } from '../redis/cleanup.js';
-import { readStamp, redeliverRig, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
+import { readStamp, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
 
 const GROUP = 'bench';
 /** How long one blocked read waits, as the transport's default poll. */
@@ -19,7 +19,7 @@ export function redisCase(settings: CaseSettings, url: string): BrokerCase {
   const bareKey = `bench-latency-${settings.token}-bare`;
   const keyPrefix = `bench-latency-${settings.token}-rdl`;
   return {
-    transport: 'redis',
+    name: 'redis',
     bareName: 'ioredis XREADGROUP + XACK',
     bare: async (onHandled): Promise<Rig> => {
       const command = new Redis(url, { connectionName: 'redeliver-bench-latency-bare' });
@@ -51,10 +51,7 @@ export function redisCase(settings: CaseSettings, url: string): BrokerCase {
         },
       };
     },
-    redeliver: async (onHandled) => {
-      const transport = new RedisTransport({ url, keyPrefix, connectionName: 'redeliver-bench-latency' });
-      return redeliverRig(transport, 'latency', settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({ transport: new RedisTransport({ url, keyPrefix, connectionName: 'redeliver-bench-latency' }), queue: `latency-${side}` }),
     cleanup: async () => {
       await deleteKeys(url, bareKey);
       await deleteKeys(url, `{${keyPrefix}}:*`);

@@ -44,12 +44,18 @@ export function readStamp(body: Uint8Array): Stamp {
   return JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString()) as Stamp;
 }
 
+/** A transport of redeliver's, new and of its own, and the queue it is to use. */
+export interface MadeTransport {
+  readonly transport: Transport;
+  readonly queue: string;
+}
+
 /**
  * redeliver's side on any transport: an Endpoint of concurrency `prefetch`
  * with the default codec (JSON) and recoverability, its handler noting the
  * stamp first; sends through `transport.send`.
  */
-export async function redeliverRig(transport: Transport, queue: string, prefetch: number, onHandled: OnHandled, close: () => Promise<void>): Promise<Rig> {
+export async function redeliverRig({ transport, queue }: MadeTransport, prefetch: number, onHandled: OnHandled): Promise<Rig> {
   const endpoint = new Endpoint<Stamp>({
     name: 'bench-latency',
     queue,
@@ -62,19 +68,48 @@ export async function redeliverRig(transport: Transport, queue: string, prefetch
     send: (body, id) => transport.send(queue, { id, body, headers: {} }),
     close: async () => {
       await endpoint.stop();
-      await close();
+      await transport.close();
     },
   };
 }
 
-/** One transport of the benchmark: redeliver's side, the bare client's (none for SQLite), and the clean-up. */
+/**
+ * The transport alone, without the Endpoint: `transport.consume` with
+ * prefetch `prefetch`, a listener that notes the stamp (the body parsed as
+ * the bare sides parse theirs) and acks; sends through `transport.send`.
+ * Between the bare client and the Endpoint, it tells the transport's share
+ * of a gap from the Endpoint's.
+ */
+export async function transportRig({ transport, queue }: MadeTransport, prefetch: number, onHandled: OnHandled): Promise<Rig> {
+  const subscription = await transport.consume(
+    queue,
+    (delivery) => {
+      onHandled(readStamp(delivery.body), performance.now());
+      void delivery.ack();
+    },
+    { prefetch },
+  );
+  return {
+    send: (body, id) => transport.send(queue, { id, body, headers: {} }),
+    close: async () => {
+      await subscription.close();
+      await transport.close();
+    },
+  };
+}
+
+/** The two sides made of redeliver's transport: the Endpoint, and the transport alone. */
+export type TransportSide = 'endpoint' | 'transport';
+
+/** One transport of the benchmark: redeliver's transport, the bare client's side (none for SQLite), and the clean-up. */
 export interface BrokerCase {
   /** The transport's name, as in the table. */
-  readonly transport: string;
+  readonly name: string;
   /** What the bare side is, as in the table. */
   readonly bareName: string | undefined;
   readonly bare: RigFactory | undefined;
-  readonly redeliver: RigFactory;
+  /** A new transport, and the queue `side` uses (each side a queue of its own). */
+  transport(side: TransportSide): MadeTransport;
   /** Deletes every queue, topic, stream or key the case made. */
   cleanup(): Promise<void>;
 }

@@ -8,7 +8,7 @@
 import { Producer, SimpleConsumer, type MessageView } from 'rocketmq-client-nodejs';
 import { RocketMqAdmin, RocketMqTransport } from '../../src/transports/rocketmq/index.js';
 import { ROCKETMQ_DEFAULTS } from '../../src/transports/rocketmq/options.js';
-import { readStamp, redeliverRig, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
+import { readStamp, type BrokerCase, type CaseSettings, type Rig } from './rig.js';
 
 const RECEIVE_BATCH = 32;
 const INVISIBLE_MS = 30_000;
@@ -24,11 +24,11 @@ const quietLogger = {
 
 export function rocketmqCase(settings: CaseSettings, endpoints: string, nameServer: string): BrokerCase {
   const admin = new RocketMqAdmin(nameServer, 'DefaultCluster', 4, 10_000);
-  const topics = { bare: `bench-latency-${settings.token}-bare`, redeliver: `bench-latency-${settings.token}-rdl` };
-  const groups = { bare: `bench-latency-${settings.token}-bare`, redeliver: `bench-latency-${settings.token}-rdl` };
+  const topics = { bare: `bench-latency-${settings.token}-bare`, endpoint: `bench-latency-${settings.token}-rdl`, transport: `bench-latency-${settings.token}-trn` };
+  const groups = { bare: `bench-latency-${settings.token}-bare`, endpoint: `bench-latency-${settings.token}-rdl`, transport: `bench-latency-${settings.token}-trn` };
   const client = { endpoints, namespace: '', logger: quietLogger as never, requestTimeout: 10_000 };
   return {
-    transport: 'rocketmq',
+    name: 'rocketmq',
     bareName: 'SimpleConsumer receive + ack',
     bare: async (onHandled): Promise<Rig> => {
       await admin.ensure(topics.bare, 'work');
@@ -64,10 +64,10 @@ export function rocketmqCase(settings: CaseSettings, endpoints: string, nameServ
         },
       };
     },
-    redeliver: async (onHandled) => {
-      const transport = new RocketMqTransport({ endpoints, nameServer, consumerGroup: groups.redeliver, connectionName: 'redeliver-bench-latency' });
-      return redeliverRig(transport, topics.redeliver, settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({
+      transport: new RocketMqTransport({ endpoints, nameServer, consumerGroup: groups[side], connectionName: 'redeliver-bench-latency' }),
+      queue: topics[side],
+    }),
     cleanup: async () => {
       for (const topic of Object.values(topics)) await admin.deleteTopic(topic).catch(() => undefined);
       for (const group of Object.values(groups)) {

@@ -9,18 +9,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteTransport } from '../../src/transports/sqlite/index.js';
-import { redeliverRig, type BrokerCase, type CaseSettings } from './rig.js';
+import { type BrokerCase, type CaseSettings } from './rig.js';
 
 export function sqliteCase(settings: CaseSettings): BrokerCase {
   const dir = mkdtempSync(join(tmpdir(), `redeliver-bench-latency-${settings.token}-`));
   return {
-    transport: 'sqlite',
+    name: 'sqlite',
     bareName: undefined,
     bare: undefined,
-    redeliver: async (onHandled) => {
-      const transport = new SqliteTransport({ path: join(dir, 'latency.db') });
-      return redeliverRig(transport, 'latency', settings.prefetch, onHandled, () => transport.close());
-    },
+    transport: (side) => ({ transport: new SqliteTransport({ path: join(dir, `latency-${side}.db`) }), queue: 'latency' }),
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- latency [--transports a,b,c] [--seconds S] [--rounds R] [--rate N] [--prefetch P] [--max-seconds M] [--warmup-ms W]`
+ * `npm run bench -- latency [--transports a,b,c] [--seconds S] [--rounds R] [--rate N] [--prefetch P] [--max-seconds M] [--warmup-ms W] [--layers]`
  *
  * End-to-end latency, send to handled, of redeliver on every transport
  * beside the bare client of the same broker, at the same fixed rate, in the
@@ -16,6 +16,10 @@
  *   JetStream `consume()` + `ack` (`publish` sends), an nsqjs `Reader` +
  *   `FIN` (a `Writer` sends), `SimpleConsumer` `receive` + `ack` (a
  *   `Producer` sends). SQLite has none.
+ * - with `--layers`, a third side: redeliver's transport alone,
+ *   `transport.consume` with prefetch P and a listener that parses the
+ *   body and acks, no Endpoint: it tells the transport's share of a gap
+ *   from the Endpoint's. It runs at the same rate, in the same rounds.
  * 1. maximum: each side runs a closed loop with 2P messages sent and not
  *    yet handled for M seconds (default 4; the first second not counted).
  *    The rate is half the lower of the two maxima, or N with `--rate`.
@@ -43,11 +47,13 @@ import { jetstreamCase } from '../latency/jetstream.js';
 import { nsqCase } from '../latency/nsq.js';
 import { rabbitmqCase } from '../latency/rabbitmq.js';
 import { redisCase } from '../latency/redis.js';
-import type { BrokerCase, CaseSettings, Rig } from '../latency/rig.js';
+import { redeliverRig, transportRig, type BrokerCase, type CaseSettings, type Rig } from '../latency/rig.js';
 import { rocketmqCase } from '../latency/rocketmq.js';
 import { sqliteCase } from '../latency/sqlite.js';
 import { closedLoopMax, fixedRateRound, Rounds, summarise, type LatencySummary, type RoundResult } from '../latency/timeline.js';
 
+/** redeliver's Endpoint, redeliver's transport alone (with `--layers`), the broker's own client. */
+type SideName = 'redeliver' | 'transport' | 'bare';
 const TRANSPORTS = ['sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'] as const;
 type TransportName = (typeof TRANSPORTS)[number];
 /** The goal: redeliver's p99 at most this many times the bare client's. */
@@ -64,6 +70,9 @@ interface Row {
   readonly redeliverFromSendCall: LatencySummary;
   readonly bareSide: LatencySummary | undefined;
   readonly bareFromSendCall: LatencySummary | undefined;
+  /** The transport without the Endpoint (with `--layers`). */
+  readonly transportAlone: LatencySummary | undefined;
+  readonly transportAloneCpuUsPerMessage: number | undefined;
   readonly roundP99Ratios: number[];
   readonly duplicates: number;
   readonly bareDuplicates: number;
@@ -88,6 +97,7 @@ export async function run(args: string[]): Promise<void> {
       prefetch: { type: 'string', default: '100' },
       'max-seconds': { type: 'string', default: '4' },
       'warmup-ms': { type: 'string', default: '1000' },
+      layers: { type: 'boolean', default: false },
       'rabbitmq-url': { type: 'string', default: process.env['RABBITMQ_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672' },
       'redis-url': { type: 'string', default: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379' },
       'nats-servers': { type: 'string', default: process.env['NATS_URL'] ?? '127.0.0.1:4222' },
@@ -126,8 +136,10 @@ export async function run(args: string[]): Promise<void> {
     const rigs: Rig[] = [];
     try {
       const recorder = new Rounds();
-      const redeliver = await brokerCase.redeliver(recorder.onHandled);
+      const redeliver = await redeliverRig(brokerCase.transport('endpoint'), prefetch, recorder.onHandled);
       rigs.push(redeliver);
+      const alone = values.layers ? await transportRig(brokerCase.transport('transport'), prefetch, recorder.onHandled) : undefined;
+      if (alone !== undefined) rigs.push(alone);
       const bare = brokerCase.bare === undefined ? undefined : await brokerCase.bare(recorder.onHandled);
       if (bare !== undefined) rigs.push(bare);
 
@@ -137,9 +149,10 @@ export async function run(args: string[]): Promise<void> {
       const rate = fixedRate ?? Math.max(1, Math.floor(Math.min(maxPerSec!, bareMaxPerSec ?? Infinity) / 2));
       console.error(`${name}: max ${maxPerSec ?? '-'}/s redeliver, ${bareMaxPerSec ?? '-'}/s bare; sending at ${rate}/s`);
 
-      const results: { side: 'redeliver' | 'bare'; result: RoundResult }[] = [];
+      const results: { side: SideName; result: RoundResult }[] = [];
       const sides = [
         { side: 'redeliver' as const, rig: redeliver },
+        ...(alone === undefined ? [] : [{ side: 'transport' as const, rig: alone }]),
         ...(bare === undefined ? [] : [{ side: 'bare' as const, rig: bare }]),
       ];
       for (let round = 0; round < rounds; round++) {
@@ -150,8 +163,8 @@ export async function run(args: string[]): Promise<void> {
         }
       }
       loads.push(loadavg()[0]!);
-      const of = (side: 'redeliver' | 'bare') => results.filter((r) => r.side === side).map((r) => r.result);
-      const pooled = (side: 'redeliver' | 'bare', field: 'fromIntended' | 'fromSent') => summarise(of(side).flatMap((r) => r[field]));
+      const of = (side: SideName) => results.filter((r) => r.side === side).map((r) => r.result);
+      const pooled = (side: SideName, field: 'fromIntended' | 'fromSent') => summarise(of(side).flatMap((r) => r[field]));
       const roundP99Ratios = bare === undefined ? [] : of('redeliver').map((r, i) => roundTo(summarise(r.fromIntended).p99 / summarise(of('bare')[i]!.fromIntended).p99, 2));
       rows.push({
         transport: name,
@@ -163,6 +176,8 @@ export async function run(args: string[]): Promise<void> {
         redeliverFromSendCall: pooled('redeliver', 'fromSent'),
         bareSide: bare === undefined ? undefined : pooled('bare', 'fromIntended'),
         bareFromSendCall: bare === undefined ? undefined : pooled('bare', 'fromSent'),
+        transportAlone: alone === undefined ? undefined : pooled('transport', 'fromIntended'),
+        transportAloneCpuUsPerMessage: alone === undefined ? undefined : medianOf(of('transport').map((r) => r.cpuUsPerMessage)),
         roundP99Ratios,
         duplicates: of('redeliver').reduce((n, r) => n + r.duplicates, 0),
         bareDuplicates: of('bare').reduce((n, r) => n + r.duplicates, 0),
@@ -198,6 +213,7 @@ export async function run(args: string[]): Promise<void> {
       'p99 ratio': ratio(row) ?? '-',
       goal: ratio(row) === undefined ? 'no bare peer' : ratio(row)! <= GOAL_RATIO ? 'met' : 'missed',
       'p99 ratio by round': row.roundP99Ratios.join(' / ') || '-',
+      ...(values.layers ? { 'transport alone p50 | p99 | cpu us/msg': row.transportAlone === undefined ? '-' : `${row.transportAlone.p50} | ${row.transportAlone.p99} | ${row.transportAloneCpuUsPerMessage}` } : {}),
     })),
   );
   printTable(
@@ -236,6 +252,7 @@ export async function run(args: string[]): Promise<void> {
       goalMet: ratio(row) === undefined ? null : ratio(row)! <= GOAL_RATIO,
       p99FromSendCallMs: row.redeliverFromSendCall.p99,
       bareP99FromSendCallMs: row.bareFromSendCall?.p99 ?? null,
+      ...(row.transportAlone === undefined ? {} : { transportAloneP50Ms: row.transportAlone.p50, transportAloneP99Ms: row.transportAlone.p99, transportAloneCpuUsPerMessage: row.transportAloneCpuUsPerMessage }),
       maxPerSec: row.maxPerSec ?? null,
       bareMaxPerSec: row.bareMaxPerSec ?? null,
       messages: row.redeliver.count,
