@@ -184,8 +184,8 @@ export async function run(args: string[]): Promise<void> {
         maxSenderLagMs: Math.max(...results.map((r) => r.result.maxSenderLagMs)),
         cpuUsPerMessage: medianOf(of('redeliver').map((r) => r.cpuUsPerMessage)),
         bareCpuUsPerMessage: bare === undefined ? undefined : medianOf(of('bare').map((r) => r.cpuUsPerMessage)),
-        loopDelayP99Ms: medianOf(of('redeliver').map((r) => r.loopDelayP99Ms)),
-        bareLoopDelayP99Ms: bare === undefined ? undefined : medianOf(of('bare').map((r) => r.loopDelayP99Ms)),
+        loopDelayP99Ms: roundTo(medianOf(of('redeliver').map((r) => r.loopDelayP99Ms)), 2),
+        bareLoopDelayP99Ms: bare === undefined ? undefined : roundTo(medianOf(of('bare').map((r) => r.loopDelayP99Ms)), 2),
         load: roundTo(loadavg()[0]!, 2),
       });
     } catch (error) {
