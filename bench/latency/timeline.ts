@@ -156,7 +156,9 @@ export async function fixedRateRound(
     }
     await Promise.all(sends);
     if (sendError !== undefined) throw sendError;
-    await within(recorder.done, drainTimeoutMs, `round ${round}: ${recorder.missing} of ${count} messages not handled`);
+    await within(recorder.done, drainTimeoutMs, `round ${round}`).catch(() => {
+      throw new Error(`round ${round}: ${recorder.missing} of ${count} messages not handled ${drainTimeoutMs} ms after the last send`);
+    });
   } finally {
     rounds.end();
     loopDelay.disable();
@@ -215,7 +217,9 @@ export async function closedLoopMax(rig: Rig, rounds: Rounds, round: number, win
     const perSec = ((seen.size - handledFrom) * 1000) / (performance.now() - from);
     stopping = true;
     if (seen.size === next) resolveDrained();
-    await within(drained, drainTimeoutMs, `closed loop of round ${round}: ${next - seen.size} messages not handled`);
+    await within(drained, drainTimeoutMs, `closed loop of round ${round}`).catch((error: unknown) => {
+      throw seen.size === next ? error : new Error(`closed loop of round ${round}: ${next - seen.size} of ${next} messages not handled after ${drainTimeoutMs} ms`);
+    });
     return Math.round(perSec);
   } finally {
     rounds.end();

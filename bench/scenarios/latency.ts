@@ -87,6 +87,8 @@ interface Row {
   /** The median over rounds of each side's event-loop delay p99, ms. */
   readonly loopDelayP99Ms: number;
   readonly bareLoopDelayP99Ms: number | undefined;
+  /** Stamps handled while no round of theirs was under way (a redelivery after its round ended). */
+  readonly stray: number;
   readonly load: number;
 }
 
@@ -190,6 +192,7 @@ export async function run(args: string[]): Promise<void> {
         bareCpuUsPerMessage: bare === undefined ? undefined : medianOf(of('bare').map((r) => r.cpuUsPerMessage)),
         loopDelayP99Ms: roundTo(medianOf(of('redeliver').map((r) => r.loopDelayP99Ms)), 2),
         bareLoopDelayP99Ms: bare === undefined ? undefined : roundTo(medianOf(of('bare').map((r) => r.loopDelayP99Ms)), 2),
+        stray: recorder.stray,
         load: roundTo(loadavg()[0]!, 2),
       });
     } catch (error) {
@@ -236,6 +239,7 @@ export async function run(args: string[]): Promise<void> {
       'bare max': row.bareSide?.max ?? '-',
       'messages per side': row.redeliver.count,
       'duplicates rdl|bare': `${row.duplicates} | ${row.bareDuplicates}`,
+      'late strays': row.stray,
       'sender lag max ms': row.maxSenderLagMs,
       'cpu us/msg rdl|bare': `${row.cpuUsPerMessage} | ${row.bareCpuUsPerMessage ?? '-'}`,
       'loop delay p99 ms rdl|bare': `${row.loopDelayP99Ms} | ${row.bareLoopDelayP99Ms ?? '-'}`,
@@ -267,6 +271,7 @@ export async function run(args: string[]): Promise<void> {
       messages: row.redeliver.count,
       duplicates: row.duplicates,
       bareDuplicates: row.bareDuplicates,
+      strays: row.stray,
       cpuUsPerMessage: row.cpuUsPerMessage,
       bareCpuUsPerMessage: row.bareCpuUsPerMessage ?? null,
       loopDelayP99Ms: row.loopDelayP99Ms,
