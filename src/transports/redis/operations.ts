@@ -30,8 +30,8 @@ import type { BrowseOptions, BulkSendBackOptions, BulkSummary, EntryResult, Erro
 import { KeyedErrorQueueOperations, sendBackEachInBatches } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { sendBackDestination } from '../../transport/send-back.js';
-import { decodeEntry, encodeHeaders, MalformedEntryError, type RawEntry, type StreamEntry } from './codec.js';
-import { errorEntryOf, isEntryKey } from './error-entry.js';
+import { encodeHeaders, MalformedEntryError, type RawEntry } from './codec.js';
+import { errorEntryOf, isEntryKey, readEntryOf, type ReadEntry } from './error-entry.js';
 import { GROUP, type RedisKeys } from './keys.js';
 import { DELETE_ENTRY, PURGE_CHUNK, SEND_BACK, SEND_BACK_REPLY } from './scripts/error-queue.js';
 import { QUEUE_DEPTHS } from './scripts/queue-depths.js';
@@ -48,12 +48,6 @@ const DEPTHS_CHUNK = 100;
 
 /** The most entries one send-back script moves, so a bulk send-back never blocks the server for long. */
 export const SEND_BACK_CHUNK = 100;
-
-/** An entry as a scan read it: the stream's reply and what an operator sees. */
-interface ReadEntry {
-  readonly raw: RawEntry;
-  readonly entry: ErrorEntry;
-}
 
 /** An entry ready for the send-back script: its arguments but the destination's index. */
 interface Move {
@@ -132,7 +126,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const raw = await this.#read(errorQueue, key);
     if (raw === undefined) return undefined;
-    const [result] = await this.#sendBackRead(errorQueue, [{ raw, entry: errorEntryOf(errorQueue, raw) }], options);
+    const [result] = await this.#sendBackRead(errorQueue, [readEntryOf(errorQueue, raw)], options);
     switch (result!.outcome) {
       case 'sent':
         return result!.queue;
@@ -227,7 +221,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
       const raw = await this.#client.xrangeBuffer(stream, start, last[0], 'COUNT', pageSize);
       if (raw.length === 0) return;
       start = after(raw);
-      yield raw.map((r) => ({ raw: r, entry: errorEntryOf(errorQueue, r) }));
+      yield raw.map((r) => readEntryOf(errorQueue, r));
       if (raw.length < pageSize) return;
     }
   }
@@ -243,9 +237,12 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
     const results: EntryResult[] = new Array<EntryResult>(entries.length);
     const moves: Move[] = [];
     const now = new Date(this.#clock.now());
-    entries.forEach(({ raw, entry }, index) => {
+    entries.forEach(({ entry, decoded }, index) => {
+      if (decoded instanceof MalformedEntryError) {
+        results[index] = failureResult(entry, unsendable(decoded));
+        return;
+      }
       try {
-        const decoded = strict(raw);
         const destination = sendBackDestination(errorQueue, decoded.id, decoded.headers, options);
         const headers = encodeHeaders(replayHeaders(decoded.headers, now));
         moves.push({ index, entry, destination, id: decoded.entryId, messageId: decoded.id, headers, body: decoded.body });
@@ -309,14 +306,9 @@ function resultOf(move: Move, reply: unknown): EntryResult {
   }
 }
 
-/** The entry, decoded strictly: a send-back copies only what redeliver wrote. */
-function strict(raw: RawEntry): StreamEntry {
-  try {
-    return decodeEntry(raw);
-  } catch (error) {
-    if (!(error instanceof MalformedEntryError)) throw error;
-    throw new MalformedEntryError(`${error.message}; it cannot be sent back (delete it, or read it with XRANGE)`);
-  }
+/** Why a send-back refuses an entry redeliver did not write: it copies only what redeliver wrote. */
+function unsendable(error: MalformedEntryError): MalformedEntryError {
+  return new MalformedEntryError(`${error.message}; it cannot be sent back (delete it, or read it with XRANGE)`);
 }
 
 function kindOf(value: string | null | undefined): QueueKind {
