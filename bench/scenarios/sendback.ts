@@ -13,9 +13,10 @@
  *   pass reads all N and sends back N/2.
  *
  * Each figure is the entries sent back per second; the work queue must then
- * hold exactly the entries sent and the error queue the rest. Rounds
- * alternate the transports; the median round is reported. Every key and
- * stream is made under a prefix of the run's own and deleted afterwards.
+ * hold exactly the entries sent and the error queue the rest, and both are
+ * deleted before the next pass. Rounds alternate the transports; the median
+ * round is reported. Every key and stream is made under a prefix of the
+ * run's own and deleted afterwards.
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -50,6 +51,8 @@ interface Filled {
   readonly errorQueue: string;
   /** How many messages the work queue holds. */
   workLength(): Promise<number>;
+  /** Deletes both queues, so no round works on what an earlier one left. */
+  remove(): Promise<void>;
 }
 
 /** A transport under test: fills an error queue, and removes everything it made. */
@@ -96,8 +99,14 @@ export async function run(args: string[]): Promise<void> {
       const order = round % 2 === 1 ? transports : [...transports].reverse();
       for (const t of order) {
         const side = sides.get(t)!;
-        timed.push(await timeAll(t, round, await side.fill(entries)));
-        timed.push(await timeByKey(t, round, await side.fill(entries)));
+        for (const time of [timeAll, timeByKey]) {
+          const filled = await side.fill(entries);
+          try {
+            timed.push(await time(t, round, filled));
+          } finally {
+            await filled.remove();
+          }
+        }
       }
     }
   } finally {
@@ -195,7 +204,16 @@ async function redisSide(url: string, prefix: string, body: Uint8Array): Promise
         }
         await pipeline.exec();
       }
-      return { ops, queue, errorQueue, workLength: () => client.xlen(keys.stream(queue)) };
+      return {
+        ops,
+        queue,
+        errorQueue,
+        workLength: () => client.xlen(keys.stream(queue)),
+        remove: async () => {
+          await client.unlink(keys.stream(queue), keys.stream(errorQueue));
+          await client.hdel(keys.queues, queue, errorQueue);
+        },
+      };
     },
     async close() {
       try {
@@ -234,7 +252,16 @@ async function jetStreamSide(servers: string, prefix: string, body: Uint8Array):
       await makeQueue(errorQueue, 'error');
       const target = names.of(errorQueue);
       await publishAll(clients, target.stream, target.subject, entries, (i) => ({ id: `m-${i}|e|${i}`, body, headers: encodeNatsHeaders(`m-${i}`, failureHeaders(queue, i)) }));
-      return { ops, queue, errorQueue, workLength: async () => (await clients.jsm.streams.info(names.of(queue).stream)).state.messages };
+      return {
+        ops,
+        queue,
+        errorQueue,
+        workLength: async () => (await clients.jsm.streams.info(names.of(queue).stream)).state.messages,
+        remove: async () => {
+          await clients.jsm.streams.delete(names.of(queue).stream);
+          await clients.jsm.streams.delete(target.stream);
+        },
+      };
     },
     async close() {
       try {
