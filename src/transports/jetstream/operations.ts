@@ -15,7 +15,9 @@
  * asked again within the destination's duplicate window publishes a copy the
  * server drops as a duplicate, then deletes the entry. Concurrent send-backs
  * of one entry send one copy the same way, and only the one whose deletion
- * removed the entry reports it sent; the others find it gone.
+ * removed the entry reports it sent; the others find it gone. A bulk
+ * send-back does the same for up to {@link SEND_BACK_CONCURRENCY} entries of
+ * a page at once, looking each destination's stream up once per page.
  *
  * A send-back goes only to a queue whose stream exists and says it is a work
  * queue (`redeliver queue` in its description): one a message was sent to,
