@@ -12,7 +12,7 @@ import { SendBackRefusedError } from '../../src/operations/send-back-destination
 import type { EntryResult, ErrorEntry } from '../../src/transport/error-queue.js';
 import { decodeNatsHeaders, encodeNatsHeaders } from '../../src/transports/jetstream/codec.js';
 import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamQueueKind } from '../../src/transports/jetstream/names.js';
-import { JetStreamOperations } from '../../src/transports/jetstream/operations.js';
+import { JetStreamOperations, SEND_BACK_CONCURRENCY } from '../../src/transports/jetstream/operations.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { NATS_URL, natsSkipReason } from '../support/brokers.js';
 import { deleteJetStreamPrefix, jetStreamPrefix } from '../support/jetstream-scratch.js';
@@ -176,6 +176,37 @@ describe.skipIf(Boolean(skip))('JetStream error-queue operations and inspection'
     expect(await ops.sendBack(errorQueue, String(seqs[0]))).toBe(queue);
     expect((await messagesOf(queue)).map((m) => m.data)).toEqual(['first copy']);
     expect(await ops.count(errorQueue)).toBe(0);
+  });
+
+  it('a bulk send-back of entries bound for several queues looks each queue up once per page and reports every entry in order', async () => {
+    open();
+    const { queue, errorQueue } = await fill(0);
+    const other = `other-${randomUUID().slice(0, 6)}`;
+    const otherErrors = `errors-${randomUUID().slice(0, 6)}`;
+    await makeQueue(other, 'work');
+    await makeQueue(otherErrors, 'error');
+    const destinations = [queue, other, otherErrors, `unknown-${randomUUID().slice(0, 6)}`];
+    const count = SEND_BACK_CONCURRENCY + 32;
+    for (let i = 0; i < count; i++) await deadLetter(errorQueue, `m-${i}`, { [HEADER.failureQueue]: destinations[i % 4]! });
+    const looked: string[] = [];
+    const streams = Object.create(jsm.streams) as JetStreamManager['streams'];
+    streams.info = (name, options) => {
+      looked.push(name);
+      return jsm.streams.info(name, options);
+    };
+    const counting = new JetStreamOperations(async () => ({ js, jsm: Object.assign(Object.create(jsm) as JetStreamManager, { streams }) }), names, clock);
+    const results: EntryResult[] = [];
+    const summary = await counting.sendBackEach(errorQueue, { select: () => true, onResult: (r) => results.push(r) });
+    expect(results.map((r) => (r.outcome === 'refused' ? `refused ${r.reason}` : r.outcome))).toEqual(
+      Array.from({ length: count }, (_, i) => ['sent', 'sent', 'refused error-queue', 'refused missing'][i % 4]),
+    );
+    expect(results.map((r) => r.entry.messageId)).toEqual(Array.from({ length: count }, (_, i) => `m-${i}`));
+    expect(summary).toMatchObject({ read: count, selected: count, done: count / 2, refused: count / 2, failed: 0, gone: 0 });
+    // The scan's one look at the error queue, then one per destination for the single page.
+    expect(looked.filter((name) => name !== names.of(errorQueue).stream).sort()).toEqual(destinations.map((d) => names.of(d).stream).sort());
+    expect((await messagesOf(queue)).map((m) => m.id)).toEqual(Array.from({ length: count / 4 }, (_, i) => `m-${4 * i}`));
+    expect((await messagesOf(other)).map((m) => m.id)).toEqual(Array.from({ length: count / 4 }, (_, i) => `m-${4 * i + 1}`));
+    expect(await ops.count(errorQueue)).toBe(count / 2);
   });
 
   it('two send-backs racing for each entry send exactly one copy of it, and only the one whose deletion took the entry reports it sent', async () => {

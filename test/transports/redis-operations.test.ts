@@ -11,7 +11,7 @@ import { SendBackRefusedError } from '../../src/operations/send-back-destination
 import type { EntryResult, ErrorEntry } from '../../src/transport/error-queue.js';
 import { decodeEntry, encodeHeaders, MalformedEntryError, type StreamEntry } from '../../src/transports/redis/codec.js';
 import { GROUP } from '../../src/transports/redis/keys.js';
-import { PURGE_CHUNK_SIZE, RedisOperations } from '../../src/transports/redis/operations.js';
+import { PURGE_CHUNK_SIZE, RedisOperations, SEND_BACK_CHUNK } from '../../src/transports/redis/operations.js';
 import { FakeClock } from '../../src/time/fake-clock.js';
 import { redisSkipReason } from '../support/brokers.js';
 import { redisScratch, type RedisScratch } from '../support/redis-scratch.js';
@@ -271,6 +271,43 @@ describe.skipIf(Boolean(skip))('Redis error-queue operations and inspection', ()
     const deleted = await ops.deleteEach(errorQueue, { select: (e) => e.messageId !== 'm-2' });
     expect(deleted).toMatchObject({ read: 3, selected: 2, done: 2, unseen: 0 });
     expect((await scanAll(errorQueue)).flat().map((e) => e.messageId)).toEqual(['m-2']);
+  });
+
+  it('a bulk send-back moves entries bound for several queues in the same scripts, each on its own terms, and reports them in order', async () => {
+    open();
+    const { queue, errorQueue } = await fill(0);
+    const other = `other-${randomUUID().slice(0, 6)}`;
+    const otherErrors = `errors-${randomUUID().slice(0, 6)}`;
+    const unknown = `unknown-${randomUUID().slice(0, 6)}`;
+    await register(other, 'work');
+    await register(otherErrors, 'error');
+    const destinations = [queue, other, otherErrors, unknown];
+    const stream = scratch.keys.stream(errorQueue);
+    const keys: string[] = [];
+    for (let i = 0; i < 2 * SEND_BACK_CHUNK + 30; i++) {
+      keys.push((await client.xadd(stream, '*', 'i', `m-${i}`, 'h', encodeHeaders({ [HEADER.failureQueue]: destinations[i % 4]! }), 'b', `body ${i}`))!);
+    }
+    // Removed after the pass read it, before its script runs: the command goes out first on the same connection.
+    const removed = keys[101]!;
+    const results: EntryResult[] = [];
+    const summary = await ops.sendBackEach(errorQueue, {
+      select: (e) => {
+        if (e.key === removed) void client.xdel(stream, removed);
+        return true;
+      },
+      onResult: (r) => results.push(r),
+    });
+    const expected = keys.map((key, i) => {
+      if (key === removed) return 'gone';
+      return ['sent', 'sent', 'refused error-queue', 'refused missing'][i % 4]!;
+    });
+    expect(results.map((r) => r.entry.key)).toEqual(keys);
+    expect(results.map((r) => (r.outcome === 'refused' ? `refused ${r.reason}` : r.outcome))).toEqual(expected);
+    expect(summary).toMatchObject({ read: keys.length, selected: keys.length, done: 115, refused: 114, gone: 1, failed: 0 });
+    expect((await streamOf(queue)).map((e) => e.id)).toEqual(keys.map((_, i) => `m-${i}`).filter((_, i) => i % 4 === 0));
+    expect((await streamOf(other)).map((e) => e.id)).toEqual(keys.map((_, i) => `m-${i}`).filter((_, i) => i % 4 === 1 && keys[i] !== removed));
+    expect(await client.exists(scratch.keys.stream(otherErrors), scratch.keys.stream(unknown))).toBe(0);
+    expect((await scanAll(errorQueue)).flat().map((e) => e.key)).toEqual(keys.filter((_, i) => i % 4 >= 2));
   });
 
   it('a bulk send-back of 5,000 entries sends each once', async () => {

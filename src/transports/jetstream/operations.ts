@@ -15,7 +15,9 @@
  * asked again within the destination's duplicate window publishes a copy the
  * server drops as a duplicate, then deletes the entry. Concurrent send-backs
  * of one entry send one copy the same way, and only the one whose deletion
- * removed the entry reports it sent; the others find it gone.
+ * removed the entry reports it sent; the others find it gone. A bulk
+ * send-back does the same for up to {@link SEND_BACK_CONCURRENCY} entries of
+ * a page at once, looking each destination's stream up once per page.
  *
  * A send-back goes only to a queue whose stream exists and says it is a work
  * queue (`redeliver queue` in its description): one a message was sent to,
@@ -25,8 +27,9 @@ import type { StoredMsg, StreamInfo } from '@nats-io/jetstream';
 import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf } from '../../operations/scan-page.js';
 import { systemClock, type Clock } from '../../time/clock.js';
-import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
-import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
+import { failureResult } from '../../operations/bulk.js';
+import type { BrowseOptions, BulkSendBackOptions, BulkSummary, EntryResult, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
+import { KeyedErrorQueueOperations, sendBackEachInBatches } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { checkWorkQueue, sendBackDestination } from '../../transport/send-back.js';
 import { encodeNatsHeaders } from './codec.js';
@@ -44,6 +47,12 @@ const SKIP_CHUNK = 1_000;
 
 /** The most deletions `drain` has in flight at once. */
 const DELETE_CONCURRENCY = 64;
+
+/** Send-backs a bulk send-back has under way at once: each a read, a publish, then a deletion. */
+export const SEND_BACK_CONCURRENCY = 128;
+
+/** A queue's kind, by name. */
+type KindLookup = (queue: string) => Promise<QueueKind>;
 
 /** The server's error codes of a message deletion that found nothing (`no message found`, `sequence not found`). */
 const DELETE_FAILED = new Set([10057, 10043]);
@@ -140,12 +149,36 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = sequenceOfKey(key);
     if (seq === undefined) return undefined;
+    return this.#readAndSendBack(errorQueue, this.#names.of(errorQueue), seq, options, this.#kindLookup());
+  }
+
+  /**
+   * Sends back the selected entries of each page the scan reads as
+   * {@link sendBack} would, {@link SEND_BACK_CONCURRENCY} at a time, each
+   * destination's stream looked up once per page.
+   */
+  override async sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
     const names = this.#names.of(errorQueue);
+    return sendBackEachInBatches(this.scan(errorQueue), (entry) => entry, options, (entries, destination) => {
+      const kindOf = this.#kindLookup();
+      return mapConcurrently(entries, SEND_BACK_CONCURRENCY, async (entry): Promise<EntryResult> => {
+        try {
+          const queue = await this.#readAndSendBack(errorQueue, names, Number(entry.key), destination, kindOf);
+          return queue === undefined ? { outcome: 'gone', entry } : { outcome: 'sent', entry, queue };
+        } catch (error) {
+          return failureResult(entry, error);
+        }
+      });
+    });
+  }
+
+  /** Reads entry `seq` of the queue's stream and sends it back (see {@link sendBack}); undefined when it is not there. */
+  async #readAndSendBack(errorQueue: string, names: QueueNames, seq: number, options: SendBackOptions, kindOf: KindLookup): Promise<string | undefined> {
     const message = await this.#read(names, seq);
     if (message === undefined) return undefined;
     const entry = errorEntryOf(errorQueue, names.stream, message);
     const destination = sendBackDestination(errorQueue, entry.messageId, entry.headers, options);
-    checkWorkQueue(destination, (await this.queueKinds([destination])).get(destination), entry.messageId);
+    checkWorkQueue(destination, await kindOf(destination), entry.messageId);
     const target = this.#names.of(destination);
     const { js } = await this.#clients();
     await js.publish(target.subject, entry.body, {
@@ -159,12 +192,25 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
       if (!(await this.#delete(names.stream, seq))) return undefined;
     } catch (error) {
       throw new Error(
-        `jetstream: entry ${key} was sent back to '${destination}' (the server stored the copy), but deleting it from '${errorQueue}' failed ` +
+        `jetstream: entry ${seq} was sent back to '${destination}' (the server stored the copy), but deleting it from '${errorQueue}' failed ` +
           `(${(error as Error).message}); sending it back again within the queue's duplicate window sends no second copy`,
         { cause: error },
       );
     }
     return destination;
+  }
+
+  /** Each queue's kind, looked up once however often it is asked for. */
+  #kindLookup(): KindLookup {
+    const kinds = new Map<string, Promise<QueueKind>>();
+    return (queue) => {
+      let kind = kinds.get(queue);
+      if (kind === undefined) {
+        kind = this.queueKinds([queue]).then((found) => found.get(queue) ?? 'missing');
+        kinds.set(queue, kind);
+      }
+      return kind;
+    };
   }
 
   /** Deletes one entry; resolves whether it was there. */
@@ -333,4 +379,18 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
       throw error;
     }
   }
+}
+
+/** `act` applied to every item, at most `limit` at a time; resolves the results in the items' order. */
+async function mapConcurrently<T, R>(items: readonly T[], limit: number, act: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await act(items[index]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
 }

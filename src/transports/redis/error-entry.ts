@@ -8,7 +8,7 @@
  * `RedisOperations.sendBack`): its headers cannot be trusted to be copied.
  */
 import type { ErrorEntry } from '../../transport/error-queue.js';
-import { decodeEntry, MalformedEntryError, type RawEntry } from './codec.js';
+import { decodeEntry, MalformedEntryError, type RawEntry, type StreamEntry } from './codec.js';
 
 const MAX_ID_PART = 2n ** 64n - 1n;
 
@@ -18,15 +18,28 @@ export function isEntryKey(key: string): boolean {
   return parts !== null && BigInt(parts[1]!) <= MAX_ID_PART && BigInt(parts[2]!) <= MAX_ID_PART;
 }
 
+/** An entry as an operator sees it, and as redeliver wrote it (or why redeliver did not write it). */
+export interface ReadEntry {
+  readonly entry: ErrorEntry;
+  readonly decoded: StreamEntry | MalformedEntryError;
+}
+
 /** The entry `raw` of `errorQueue` as an operator sees it; never throws for a malformed entry. */
 export function errorEntryOf(errorQueue: string, raw: RawEntry): ErrorEntry {
+  return readEntryOf(errorQueue, raw).entry;
+}
+
+/** The entry `raw` of `errorQueue`, decoded once: as an operator sees it, and strictly. */
+export function readEntryOf(errorQueue: string, raw: RawEntry): ReadEntry {
+  let decoded: StreamEntry;
   try {
-    const entry = decodeEntry(raw);
-    return { key: entry.entryId, messageId: entry.id, errorQueue, body: entry.body, headers: entry.headers };
+    decoded = decodeEntry(raw);
   } catch (error) {
     if (!(error instanceof MalformedEntryError)) throw error;
-    return { key: raw[0].toString(), messageId: field(raw, 'i')?.toString() ?? '', errorQueue, body: bytes(field(raw, 'b')), headers: {} };
+    const entry = { key: raw[0].toString(), messageId: field(raw, 'i')?.toString() ?? '', errorQueue, body: bytes(field(raw, 'b')), headers: {} };
+    return { entry, decoded: error };
   }
+  return { entry: { key: decoded.entryId, messageId: decoded.id, errorQueue, body: decoded.body, headers: decoded.headers }, decoded };
 }
 
 function field(raw: RawEntry, name: string): Buffer | string | undefined {

@@ -9,7 +9,8 @@
  * an entry from anyone (`unseen` is always 0). Every change is one script:
  * a send-back adds the copy to its destination before it removes the entry,
  * atomically, so it happens once however often or concurrently it is asked
- * for.
+ * for. A bulk send-back moves the selected entries of each page it reads
+ * {@link SEND_BACK_CHUNK} to a script, the scripts of a page sent together.
  *
  * A send-back goes only to a queue the prefix's `{p}:queues` hash lists as
  * a work queue: one a message was ever sent to, or a consumer ever consumed,
@@ -21,15 +22,16 @@
  */
 import type { Redis } from 'ioredis';
 import { replayHeaders } from '../../headers/replay.js';
-import { pageSizeOf } from '../../operations/scan-page.js';
+import { pageSizeOf, SCAN_PAGE_SIZE } from '../../operations/scan-page.js';
 import { SendBackRefusedError } from '../../operations/send-back-destination.js';
 import { systemClock, type Clock } from '../../time/clock.js';
-import type { BrowseOptions, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
-import { KeyedErrorQueueOperations } from '../../transport/keyed-operations.js';
+import { failureResult } from '../../operations/bulk.js';
+import type { BrowseOptions, BulkSendBackOptions, BulkSummary, EntryResult, ErrorEntry, ErrorQueueOperations, ScanOptions, SendBackOptions } from '../../transport/error-queue.js';
+import { KeyedErrorQueueOperations, sendBackEachInBatches } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { sendBackDestination } from '../../transport/send-back.js';
-import { decodeEntry, encodeHeaders, MalformedEntryError, type RawEntry, type StreamEntry } from './codec.js';
-import { errorEntryOf, isEntryKey } from './error-entry.js';
+import { encodeHeaders, MalformedEntryError, type RawEntry } from './codec.js';
+import { errorEntryOf, isEntryKey, readEntryOf, type ReadEntry } from './error-entry.js';
 import { GROUP, type RedisKeys } from './keys.js';
 import { DELETE_ENTRY, PURGE_CHUNK, SEND_BACK, SEND_BACK_REPLY } from './scripts/error-queue.js';
 import { QUEUE_DEPTHS } from './scripts/queue-depths.js';
@@ -43,6 +45,20 @@ const SKIP_CHUNK = 1_000;
 
 /** The most queues one depth script reads. */
 const DEPTHS_CHUNK = 100;
+
+/** The most entries one send-back script moves, so a bulk send-back never blocks the server for long. */
+export const SEND_BACK_CHUNK = 100;
+
+/** An entry ready for the send-back script: its arguments but the destination's index. */
+interface Move {
+  readonly index: number;
+  readonly entry: ErrorEntry;
+  readonly destination: string;
+  readonly id: string;
+  readonly messageId: string;
+  readonly headers: string;
+  readonly body: Uint8Array;
+}
 
 /** Error-queue operations and queue inspection on Redis, on the transport's command client. */
 export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
@@ -92,17 +108,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
    * the scan began.
    */
   async *scan(errorQueue: string, options: ScanOptions = {}): AsyncGenerator<ErrorEntry[]> {
-    const pageSize = pageSizeOf(options.pageSize);
-    const stream = this.#keys.stream(errorQueue);
-    const [last] = await this.#client.xrevrange(stream, '+', '-', 'COUNT', 1);
-    if (last === undefined) return;
-    for (let start = '-'; ; ) {
-      const raw = await this.#client.xrangeBuffer(stream, start, last[0], 'COUNT', pageSize);
-      if (raw.length === 0) return;
-      start = after(raw);
-      yield raw.map((r) => errorEntryOf(errorQueue, r));
-      if (raw.length < pageSize) return;
-    }
+    for await (const page of this.#scanRead(errorQueue, pageSizeOf(options.pageSize))) yield page.map((r) => r.entry);
   }
 
   async get(errorQueue: string, key: string): Promise<ErrorEntry | undefined> {
@@ -120,26 +126,32 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const raw = await this.#read(errorQueue, key);
     if (raw === undefined) return undefined;
-    const entry = strict(raw);
-    const destination = sendBackDestination(errorQueue, entry.id, entry.headers, options);
-    const headers = encodeHeaders(replayHeaders(entry.headers, new Date(this.#clock.now())));
-    const reply = await this.#scripts.run(
-      SEND_BACK,
-      [this.#keys.stream(errorQueue), this.#keys.stream(destination), this.#keys.queues, this.#keys.of(errorQueue).leases],
-      [key, destination, entry.id, headers, entry.body, GROUP],
-    );
-    switch (reply) {
-      case SEND_BACK_REPLY.sent:
-        return destination;
-      case SEND_BACK_REPLY.gone:
+    const [result] = await this.#sendBackRead(errorQueue, [readEntryOf(errorQueue, raw)], options);
+    switch (result!.outcome) {
+      case 'sent':
+        return result!.queue;
+      case 'gone':
         return undefined;
-      case SEND_BACK_REPLY.missing:
-        throw new SendBackRefusedError(destination, 'missing', entry.id);
-      case SEND_BACK_REPLY.errorQueue:
-        throw new SendBackRefusedError(destination, 'error-queue', entry.id);
+      case 'refused':
+      case 'failed':
+        throw result!.error;
       default:
-        throw new Error(`redis: the send-back script replied ${String(reply)}`);
+        throw new Error(`redis: a send-back ended ${result!.outcome}`);
     }
+  }
+
+  /**
+   * Sends back the selected entries of each page as {@link sendBack} would,
+   * without reading each again: the scripts check that each entry is still
+   * there, and a stream never reuses an entry's id.
+   */
+  override sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
+    return sendBackEachInBatches(
+      this.#scanRead(errorQueue, SCAN_PAGE_SIZE),
+      (read) => read.entry,
+      options,
+      (batch, destination) => this.#sendBackRead(errorQueue, batch, destination),
+    );
   }
 
   async delete(errorQueue: string, key: string): Promise<boolean> {
@@ -196,6 +208,75 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
     return new Map(queues.map((queue, i) => [queue, kindOf(kinds[i])]));
   }
 
+  /**
+   * Every entry, oldest first, a page at a time: each page starts after the
+   * last id of the one before, up to the last entry the stream held when
+   * the read began.
+   */
+  async *#scanRead(errorQueue: string, pageSize: number): AsyncGenerator<ReadEntry[]> {
+    const stream = this.#keys.stream(errorQueue);
+    const [last] = await this.#client.xrevrange(stream, '+', '-', 'COUNT', 1);
+    if (last === undefined) return;
+    for (let start = '-'; ; ) {
+      const raw = await this.#client.xrangeBuffer(stream, start, last[0], 'COUNT', pageSize);
+      if (raw.length === 0) return;
+      start = after(raw);
+      yield raw.map((r) => readEntryOf(errorQueue, r));
+      if (raw.length < pageSize) return;
+    }
+  }
+
+  /**
+   * Sends back entries read from `errorQueue`: checks each one's
+   * destination here, then moves them {@link SEND_BACK_CHUNK} to a script,
+   * all scripts sent at once. Resolves one result per entry, in order; the
+   * entries of a script that failed (the server is over `maxmemory`) are
+   * `failed` with its error, and stay.
+   */
+  async #sendBackRead(errorQueue: string, entries: readonly ReadEntry[], options: SendBackOptions): Promise<EntryResult[]> {
+    const results: EntryResult[] = new Array<EntryResult>(entries.length);
+    const moves: Move[] = [];
+    const now = new Date(this.#clock.now());
+    entries.forEach(({ entry, decoded }, index) => {
+      if (decoded instanceof MalformedEntryError) {
+        results[index] = failureResult(entry, unsendable(decoded));
+        return;
+      }
+      try {
+        const destination = sendBackDestination(errorQueue, decoded.id, decoded.headers, options);
+        const headers = encodeHeaders(replayHeaders(decoded.headers, now));
+        moves.push({ index, entry, destination, id: decoded.entryId, messageId: decoded.id, headers, body: decoded.body });
+      } catch (error) {
+        results[index] = failureResult(entry, error);
+      }
+    });
+    const chunks: Move[][] = [];
+    for (let i = 0; i < moves.length; i += SEND_BACK_CHUNK) chunks.push(moves.slice(i, i + SEND_BACK_CHUNK));
+    await Promise.all(chunks.map(async (chunk) => {
+      let replies: unknown[];
+      try {
+        replies = await this.#runSendBack(errorQueue, chunk);
+      } catch (error) {
+        for (const move of chunk) results[move.index] = failureResult(move.entry, error);
+        return;
+      }
+      chunk.forEach((move, i) => (results[move.index] = resultOf(move, replies[i])));
+    }));
+    return results;
+  }
+
+  /** One send-back script for `moves`; resolves its reply per move, in order. */
+  async #runSendBack(errorQueue: string, moves: readonly Move[]): Promise<unknown[]> {
+    const destinations = [...new Set(moves.map((m) => m.destination))];
+    const indexOf = new Map(destinations.map((d, j) => [d, j + 1]));
+    const keys = [this.#keys.stream(errorQueue), this.#keys.queues, this.#keys.of(errorQueue).leases, ...destinations.map((d) => this.#keys.stream(d))];
+    const args: (string | number | Uint8Array)[] = [GROUP, destinations.length, ...destinations];
+    for (const move of moves) args.push(move.id, indexOf.get(move.destination)!, move.messageId, move.headers, move.body);
+    const replies = await this.#scripts.run(SEND_BACK, keys, args);
+    if (!Array.isArray(replies) || replies.length !== moves.length) throw new Error(`redis: the send-back script replied ${String(replies)} for ${moves.length} entries`);
+    return replies;
+  }
+
   /** The entry `key` of `errorQueue`, or undefined when there is none (or `key` is no entry id). */
   async #read(errorQueue: string, key: string): Promise<RawEntry | undefined> {
     if (!isEntryKey(key)) return undefined;
@@ -209,14 +290,25 @@ function after(entries: readonly RawEntry[]): string {
   return `(${entries[entries.length - 1]![0].toString()}`;
 }
 
-/** The entry, decoded strictly: a send-back copies only what redeliver wrote. */
-function strict(raw: RawEntry): StreamEntry {
-  try {
-    return decodeEntry(raw);
-  } catch (error) {
-    if (!(error instanceof MalformedEntryError)) throw error;
-    throw new MalformedEntryError(`${error.message}; it cannot be sent back (delete it, or read it with XRANGE)`);
+/** What the send-back script's `reply` for `move` means. */
+function resultOf(move: Move, reply: unknown): EntryResult {
+  switch (Number(reply)) {
+    case SEND_BACK_REPLY.sent:
+      return { outcome: 'sent', entry: move.entry, queue: move.destination };
+    case SEND_BACK_REPLY.gone:
+      return { outcome: 'gone', entry: move.entry };
+    case SEND_BACK_REPLY.missing:
+      return failureResult(move.entry, new SendBackRefusedError(move.destination, 'missing', move.messageId));
+    case SEND_BACK_REPLY.errorQueue:
+      return failureResult(move.entry, new SendBackRefusedError(move.destination, 'error-queue', move.messageId));
+    default:
+      return { outcome: 'failed', entry: move.entry, error: new Error(`redis: the send-back script replied ${String(reply)}`) };
   }
+}
+
+/** Why a send-back refuses an entry redeliver did not write: it copies only what redeliver wrote. */
+function unsendable(error: MalformedEntryError): MalformedEntryError {
+  return new MalformedEntryError(`${error.message}; it cannot be sent back (delete it, or read it with XRANGE)`);
 }
 
 function kindOf(value: string | null | undefined): QueueKind {

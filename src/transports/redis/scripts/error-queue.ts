@@ -11,7 +11,7 @@
  */
 import type { Script } from './runner.js';
 
-/** What {@link SEND_BACK} replies. */
+/** What {@link SEND_BACK} replies for each entry. */
 export const SEND_BACK_REPLY = {
   /** The copy was added to the destination and the entry removed. */
   sent: 1,
@@ -24,25 +24,42 @@ export const SEND_BACK_REPLY = {
 } as const;
 
 /**
- * Sends one entry back: when the entry still exists and the destination is
- * registered `work`, adds the copy to the destination stream first, then
- * removes the entry.
+ * Sends entries back, each on its own terms: when the entry still exists
+ * and its destination is registered `work`, adds the copy to the
+ * destination stream, then removes the entry. Replies one
+ * {@link SEND_BACK_REPLY} per entry, in order. The whole script is one step
+ * for the server, so each entry moves once however many send-backs ask for
+ * it at the same time.
  *
- * KEYS: error stream, destination stream, the queues hash, the error queue's lease hash.
- * ARGV: entry id, destination queue, message id, headers JSON, body, consumer group.
+ * KEYS: error stream, the queues hash, the error queue's lease hash, then
+ * the `d` destination streams.
+ * ARGV: consumer group, `d`, the `d` destination queue names (in the order
+ * of their streams), then per entry: entry id, its destination's index
+ * (1..d), message id, headers JSON, body.
  */
 export const SEND_BACK: Script = {
   name: 'sendBack',
   lua: `#!lua
-if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return ${SEND_BACK_REPLY.gone} end
-local kind = redis.call('HGET', KEYS[3], ARGV[2])
-if kind == 'error' then return ${SEND_BACK_REPLY.errorQueue} end
-if kind ~= 'work' then return ${SEND_BACK_REPLY.missing} end
-redis.call('XADD', KEYS[2], '*', 'i', ARGV[3], 'h', ARGV[4], 'b', ARGV[5])
-redis.call('XDEL', KEYS[1], ARGV[1])
-redis.call('XACK', KEYS[1], ARGV[6], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
-return ${SEND_BACK_REPLY.sent}
+local d = tonumber(ARGV[2])
+local kinds = {}
+for j = 1, d do kinds[j] = redis.call('HGET', KEYS[2], ARGV[2 + j]) end
+local replies = {}
+for i = 3 + d, #ARGV, 5 do
+  local id, j = ARGV[i], tonumber(ARGV[i + 1])
+  local reply
+  if #redis.call('XRANGE', KEYS[1], id, id) == 0 then reply = ${SEND_BACK_REPLY.gone}
+  elseif kinds[j] == 'error' then reply = ${SEND_BACK_REPLY.errorQueue}
+  elseif kinds[j] ~= 'work' then reply = ${SEND_BACK_REPLY.missing}
+  else
+    redis.call('XADD', KEYS[3 + j], '*', 'i', ARGV[i + 2], 'h', ARGV[i + 3], 'b', ARGV[i + 4])
+    redis.call('XDEL', KEYS[1], id)
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('HDEL', KEYS[3], id)
+    reply = ${SEND_BACK_REPLY.sent}
+  end
+  replies[#replies + 1] = reply
+end
+return replies
 `,
 };
 
