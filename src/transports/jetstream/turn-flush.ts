@@ -18,6 +18,9 @@ export class FlushTimeoutError extends Error {
   }
 }
 
+/** The settlement payloads, encoded once rather than at every publish. */
+const SETTLEMENTS: ReadonlyMap<string, Uint8Array> = new Map(['+ACK', '-NAK', '+WPI'].map((payload) => [payload, new TextEncoder().encode(payload)]));
+
 export class TurnFlush {
   #pending: Promise<void> | undefined;
 
@@ -30,7 +33,7 @@ export class TurnFlush {
   /** Publishes `payload` to `subject` and resolves once a flush sent after it is answered. */
   publish(subject: string, payload: string): Promise<void> {
     try {
-      this.nc.publish(subject, payload);
+      this.nc.publish(subject, SETTLEMENTS.get(payload) ?? payload);
     } catch (error) {
       return Promise.reject(error);
     }
