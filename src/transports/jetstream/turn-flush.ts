@@ -21,6 +21,9 @@ export class FlushTimeoutError extends Error {
 /** The settlement payloads, encoded once rather than at every publish. */
 const SETTLEMENTS: ReadonlyMap<string, Uint8Array> = new Map(['+ACK', '-NAK', '+WPI'].map((payload) => [payload, new TextEncoder().encode(payload)]));
 
+/** Why a flush's timeout is called off: given, so that calling it off builds no `DOMException`. */
+const ANSWERED = 'answered';
+
 export class TurnFlush {
   #pending: Promise<void> | undefined;
 
@@ -51,11 +54,11 @@ export class TurnFlush {
         );
         this.nc.flush().then(
           () => {
-            timer.abort();
+            timer.abort(ANSWERED);
             resolve();
           },
           (error: unknown) => {
-            timer.abort();
+            timer.abort(ANSWERED);
             reject(error);
           },
         );
