@@ -6,7 +6,7 @@
  * under a random prefix of its own; every stream of it is deleted after
  * each case.
  *
- * 1. throughput: N messages (default 50,000), each `{ i, payload }` as
+ * 1. throughput: N messages (default 100,000), each `{ i, payload }` as
  *    JSON with a 256-character payload, are loaded first into a work-queue
  *    stream of the round's own, then consumed with prefetch P (default
  *    100): the consumer's `max_ack_pending` and the messages asked for per
@@ -22,7 +22,9 @@
  *    Throughput = N / (consumer start to the last ack). One warm-up round
  *    of each side first, not counted; then R rounds (default 5), raw then
  *    redeliver, the order reversed every other round. `ratio` = the median
- *    of the rounds' redeliver / raw.
+ *    of the rounds' redeliver / raw; `cpuRatio` = the median of the rounds'
+ *    CPU time of the bench process, redeliver / raw (the server's CPU not
+ *    in it), steadier than `ratio` on a machine shared with other work.
  * 2. delays (skipped with `--throughput-only`): M messages (default 2,000)
  *    sent at S per second (default 500), each thrown back once with a
  *    `RetryLaterError` of a delay uniform in [100 ms, 5 s) (seeded);
@@ -61,7 +63,7 @@ export async function run(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
     options: {
-      messages: { type: 'string', default: '50000' },
+      messages: { type: 'string', default: '100000' },
       prefetch: { type: 'string', default: '100' },
       rounds: { type: 'string', default: '5' },
       'raw-variants': { type: 'boolean', default: false },
@@ -137,6 +139,9 @@ export async function run(args: string[]): Promise<void> {
     const perSec = (round: number, side: Throughput['side']) => runs.find((r) => r.round === round && r.side === side)!.perSec;
     const roundRatios = Array.from({ length: rounds }, (_, round) => roundTo(perSec(round, 'redeliver') / perSec(round, 'raw'), 3));
     const ratio = roundTo(medianOf(roundRatios), 3);
+    const cpuMs = (round: number, side: Throughput['side']) => runs.find((r) => r.round === round && r.side === side)!.cpuMs;
+    const cpuRoundRatios = Array.from({ length: rounds }, (_, round) => roundTo(cpuMs(round, 'redeliver') / cpuMs(round, 'raw'), 3));
+    const cpuRatio = roundTo(medianOf(cpuRoundRatios), 3);
     printTable(
       `jetstream: ${n} messages loaded first, then consumed with prefetch ${prefetch}${noAsyncTraces ? ', noAsyncTraces' : ''}; per second from consumer start to the last ack (a warm-up round, then ${rounds} rounds, order reversed every other round)`,
       sides.map((side) => ({
@@ -147,7 +152,7 @@ export async function run(args: string[]): Promise<void> {
         'cpu ms': of(side.name).map((r) => r.cpuMs.toLocaleString('en-US')).join(' / '),
       })),
     );
-    console.log(`redeliver / raw by round: ${roundRatios.join(' / ')}`);
+    console.log(`redeliver / raw by round: ${roundRatios.join(' / ')}; CPU of the bench process, redeliver / raw: ${cpuRoundRatios.join(' / ')} (median ${cpuRatio})`);
 
     let delayFigures: Record<string, unknown> = {};
     if (!values['throughput-only']) {
@@ -184,6 +189,8 @@ export async function run(args: string[]): Promise<void> {
     printJson({
       ratio,
       roundRatios,
+      cpuRatio,
+      cpuRoundRatios,
       rawPerSec: median('raw'),
       redeliverPerSec: median('redeliver'),
       rawRounds: of('raw').map((r) => r.perSec),
