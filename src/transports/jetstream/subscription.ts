@@ -1,6 +1,7 @@
 /**
  * A running consumer of one queue: pulls as many messages as it has free
- * prefetch slots, hands each to the listener as a `JetStreamDelivery`, and
+ * prefetch slots (a delivery whose final ack is on its way counts as free),
+ * hands each to the listener as a `JetStreamDelivery` once its slot is, and
  * runs the mover that brings the queue's due retries back. It makes the
  * queue's stream and consumers again when they are deleted under it, and
  * asks again for messages after a reconnection.
