@@ -40,7 +40,8 @@ const SIDE: Record<RawAcks, Throughput['side']> = { sent: 'raw', confirmed: 'raw
  * duplicate window drops none), then consumes them with a durable pull
  * consumer of `max_ack_pending` = prefetch, acking each. Timed from
  * `consume()` to the last ack flushed to (or confirmed by) the server.
- * An ack or flush that fails fails the round.
+ * An ack or flush that fails fails the round, and so does a message left
+ * in the stream 5 s after the last ack.
  */
 export async function rawThroughput(clients: NatsClients, setup: RawSetup, n: number, round: number): Promise<Throughput> {
   const { js, jsm, nc } = clients;
@@ -95,7 +96,17 @@ export async function rawThroughput(clients: NatsClients, setup: RawSetup, n: nu
   } finally {
     await messages.close();
     await loop;
-    const { state } = await jsm.streams.info(setup.stream);
-    if (state.messages !== 0) throw new Error(`raw consumer: ${state.messages} messages left in ${setup.stream}`);
+    await emptied(jsm, setup.stream);
+  }
+}
+
+/** The server applies acks after it has read them: waits up to 5 s for the work-queue stream to have removed every acked message. */
+async function emptied(jsm: NatsClients['jsm'], stream: string): Promise<void> {
+  const until = performance.now() + 5_000;
+  for (;;) {
+    const { state } = await jsm.streams.info(stream);
+    if (state.messages === 0) return;
+    if (performance.now() > until) throw new Error(`raw consumer: ${state.messages} messages left in ${stream}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

@@ -299,6 +299,45 @@ describe.skipIf(Boolean(skip))('the JetStream transport', () => {
     expect(logger.lines.some((l) => l.level === 'warn' && /max_deliver 3/.test(l.message))).toBe(true);
   });
 
+  it('asks for the next messages while the acks of the last are on their way, and hands them out once the acks are confirmed', async () => {
+    const own = await connect({ servers: NATS_URL, name: `${prefix}-pull-ahead` });
+    cleanups.push(() => own.close());
+    const t = new JetStreamTransport({ connection: own, prefix });
+    cleanups.push(() => t.close());
+    const q = queue('ahead');
+    for (let i = 0; i < 10; i++) await t.send(q, { id: `a-${i}`, body: text(String(i)), headers: {} });
+    const events: string[] = [];
+    const publish = own.publish.bind(own);
+    own.publish = (subject, payload, options) => {
+      if (subject.includes('.CONSUMER.MSG.NEXT.')) events.push(`pull ${(JSON.parse(String(payload)) as { batch: number }).batch}`);
+      publish(subject, payload, options);
+    };
+    // Runs before the transport hears of the flush's answer: the acks sent before it are confirmed.
+    const flush = own.flush.bind(own);
+    own.flush = () => {
+      const answered = flush();
+      answered.then(() => events.push('acks confirmed'), () => undefined);
+      return answered;
+    };
+    const c = collect();
+    await t.consume(q, (delivery) => {
+      events.push('handed out');
+      c.listener(delivery);
+    }, { prefetch: 5 });
+    await waitFor(() => c.got.length === 5, 5_000, 'the first five');
+    await sleep(300);
+    expect(c.got).toHaveLength(5);
+    events.length = 0;
+    await Promise.all(c.got.map(({ delivery }) => delivery.ack()));
+    await waitFor(() => c.got.length === 10, 5_000, 'the next five');
+    // The pull went out with the acks, before the server confirmed any; no sixth delivery before they were.
+    expect(events[0]).toBe('pull 5');
+    expect(events.indexOf('acks confirmed')).toBeGreaterThan(0);
+    expect(events.indexOf('handed out')).toBeGreaterThan(events.indexOf('acks confirmed'));
+    for (const { delivery } of c.got.slice(5)) await delivery.ack();
+    expect(c.got.map((g) => g.delivery.id).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `a-${i}`).sort());
+  });
+
   it('runs on a connection the application already has, and leaves it open when closed', async () => {
     const own = await connect({ servers: NATS_URL, name: `${prefix}-app` });
     const t = new JetStreamTransport({ connection: own, prefix });

@@ -28,5 +28,7 @@ export function parseAckSubject(reply: string | undefined): AckInfo | undefined 
   const streamSeq = Number(tokens[at + 3]);
   const timestampNs = tokens[at + 5]!;
   if (!Number.isSafeInteger(delivered) || !Number.isSafeInteger(streamSeq) || !/^\d+$/.test(timestampNs)) return undefined;
-  return { stream: tokens[at]!, consumer: tokens[at + 1]!, delivered, streamSeq, storedAtMs: Number(BigInt(timestampNs) / 1_000_000n) };
+  // Whole milliseconds of a nanosecond count: its digits less the last six (exact: 13 digits reach the year 2286).
+  const storedAtMs = timestampNs.length > 6 ? Number(timestampNs.slice(0, -6)) : 0;
+  return { stream: tokens[at]!, consumer: tokens[at + 1]!, delivered, streamSeq, storedAtMs };
 }

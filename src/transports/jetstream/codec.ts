@@ -85,7 +85,8 @@ export interface DecodedMessage {
 export function decodeNatsHeaders(hdrs: MsgHdrs | undefined): DecodedMessage {
   const headers: Headers = {};
   if (hdrs === undefined) return { id: undefined, headers, natsMsgId: undefined, delayMs: undefined };
-  const escaped = new Set((hdrs.get(ESCAPED_HEADER) ?? '').split(',').filter((name) => name.length > 0));
+  const escapedList = hdrs.get(ESCAPED_HEADER);
+  const escaped = escapedList === '' ? NONE_ESCAPED : new Set(escapedList.split(',').filter((name) => name.length > 0));
   let id: string | undefined;
   let natsMsgId: string | undefined;
   let delayMs: number | undefined;
@@ -99,6 +100,8 @@ export function decodeNatsHeaders(hdrs: MsgHdrs | undefined): DecodedMessage {
   }
   return { id, headers, natsMsgId, delayMs };
 }
+
+const NONE_ESCAPED: ReadonlySet<string> = new Set();
 
 function unescape(value: string): string {
   try {

@@ -19,6 +19,12 @@ export interface DeliveryOwner {
   publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string): Promise<void>;
   /** The subject of `errorQueue`, whose stream is made when missing. */
   errorQueueSubject(errorQueue: string): Promise<string>;
+  /**
+   * A settlement's final `+ACK` or `-NAK` is on its way to the server, and
+   * `sent` settles once the server has it (or it failed): the consumer may
+   * ask for a message in the delivery's stead meanwhile.
+   */
+  settling(sent: Promise<void>): void;
   /** The delivery no longer counts against the prefetch. */
   settled(): void;
 }
@@ -76,7 +82,7 @@ export class JetStreamDelivery implements Delivery {
   }
 
   ack(): Promise<void> {
-    return this.#settle('ack', () => this.#owner.confirm(this.reply, '+ACK'));
+    return this.#settle('ack', () => this.#finalConfirm('+ACK'));
   }
 
   retryLater(delayMs: number, headers: Headers): Promise<void> {
@@ -89,7 +95,7 @@ export class JetStreamDelivery implements Delivery {
     }
     return this.#settle('retryLater', async () => {
       await this.#owner.publish(this.names.delaySubject, this.body, encoded, `${this.id}|r|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
-      await this.#owner.confirm(this.reply, '+ACK');
+      await this.#finalConfirm('+ACK');
     });
   }
 
@@ -104,13 +110,13 @@ export class JetStreamDelivery implements Delivery {
     return this.#settle('deadLetter', async () => {
       const subject = await this.#owner.errorQueueSubject(errorQueue);
       await this.#owner.publish(subject, this.body, encoded, `${this.id}|e|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
-      await this.#owner.confirm(this.reply, '+ACK');
+      await this.#finalConfirm('+ACK');
     });
   }
 
   /** Gives the message back: the server offers it again at once, one delivery more. */
   release(): Promise<void> {
-    return this.#settle('release', () => this.#owner.confirm(this.reply, '-NAK'));
+    return this.#settle('release', () => this.#finalConfirm('-NAK'));
   }
 
   /**
@@ -133,6 +139,13 @@ export class JetStreamDelivery implements Delivery {
   /** Whether the `ack_wait` ran out (less the margin for the time on the wire): another consumer may have the message. */
   leaseExpired(): boolean {
     return this.#leaseRanOut();
+  }
+
+  /** Sends the settlement's `+ACK` or `-NAK` and waits for the server to have it. */
+  #finalConfirm(payload: '+ACK' | '-NAK'): Promise<void> {
+    const sent = this.#owner.confirm(this.reply, payload);
+    this.#owner.settling(sent);
+    return sent;
   }
 
   async #workingOn(): Promise<void> {

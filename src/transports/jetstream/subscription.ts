@@ -1,6 +1,7 @@
 /**
  * A running consumer of one queue: pulls as many messages as it has free
- * prefetch slots, hands each to the listener as a `JetStreamDelivery`, and
+ * prefetch slots (a delivery whose final ack is on its way counts as free),
+ * hands each to the listener as a `JetStreamDelivery` once its slot is, and
  * runs the mover that brings the queue's due retries back. It makes the
  * queue's stream and consumers again when they are deleted under it, and
  * asks again for messages after a reconnection.
@@ -30,7 +31,7 @@ export interface SubscriptionOptions {
   readonly topology: Topology;
   readonly serverClock: ServerClock;
   /** Settlement and copy publishing, shared by the transport's deliveries. */
-  readonly settlement: Omit<DeliveryOwner, 'settled'>;
+  readonly settlement: Omit<DeliveryOwner, 'settling' | 'settled'>;
   readonly apiTimeoutMs: number;
   readonly pullExpiresMs: number;
   readonly heartbeatMs: number;
@@ -57,6 +58,8 @@ export class JetStreamSubscription implements Subscription {
   #state: State = 'running';
   #prefetch: number;
   #held = 0;
+  /** Held deliveries whose final `+ACK` or `-NAK` is on its way: the server counts them acknowledged once it has it. */
+  #sending = 0;
   #names: QueueNames | undefined;
   #ackWaitMs = 0;
   #puller: Puller | undefined;
@@ -64,12 +67,20 @@ export class JetStreamSubscription implements Subscription {
   #reopening: Promise<void> | undefined;
   #warnedForeign = false;
   #topUpQueued = false;
+  readonly #sentOrFailed = (): void => {
+    this.#sending -= 1;
+  };
 
   constructor(options: SubscriptionOptions) {
     this.#o = options;
     this.#prefetch = options.prefetch;
     this.#owner = {
       ...options.settlement,
+      settling: (sent) => {
+        this.#sending += 1;
+        this.#scheduleTopUp();
+        sent.then(this.#sentOrFailed, this.#sentOrFailed);
+      },
       settled: () => {
         this.#held -= 1;
         this.#scheduleTopUp();
@@ -216,9 +227,14 @@ export class JetStreamSubscription implements Subscription {
   /**
    * Drops what waited in the buffer past its lease, hands out what waits
    * while there is room, then asks for as many more as there is room for.
-   * Pull requests sent before the prefetch went down are not taken back, so
-   * their messages may wait here; none is asked for while the buffer and
-   * the requests outstanding fill the prefetch.
+   * A delivery whose final ack is on its way leaves room to ask for one
+   * more message: the server frees its place once it has the ack, and the
+   * message asked for waits in the buffer until the ack is confirmed and
+   * the delivery's slot is free (one round trip), so the consumer never
+   * stands idle between one batch and the next. Pull requests sent before
+   * the prefetch went down are not taken back, so their messages may wait
+   * here; none is asked for while the buffer and the requests outstanding
+   * fill the prefetch.
    */
   #topUp(): void {
     if (this.#state !== 'running') return;
@@ -226,7 +242,7 @@ export class JetStreamSubscription implements Subscription {
     while (this.#held < this.#prefetch && this.#buffer.length > 0) this.#handOut(this.#buffer.shift()!);
     const puller = this.#puller;
     if (puller === undefined) return;
-    const want = this.#prefetch - this.#held - this.#buffer.length - puller.outstanding;
+    const want = this.#prefetch - (this.#held - this.#sending) - this.#buffer.length - puller.outstanding;
     if (want > 0 && (puller.outstanding === 0 || want * 2 >= this.#prefetch)) puller.request(want);
   }
 

@@ -194,7 +194,7 @@ export class JetStreamTransport implements Transport {
     for (const subscription of this.#subscriptions) subscription.reconnected();
   }
 
-  #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settled'> {
+  #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settling' | 'settled'> {
     const names = this.names;
     const flush = new TurnFlush(clients.nc, this.#options.apiTimeoutMs, this.#options.clock);
     return {
