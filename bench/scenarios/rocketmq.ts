@@ -24,9 +24,10 @@
  *    same delays, lateness = received - delivery time. Both run at once.
  *    The broker's `timerPrecisionMs` is read off the broker and reported.
  *
- * With `--timer-precision-ms T` the run starts a broker of its own (name
- * server 9976, broker 11011, proxy 8181, a temporary store, the fault
- * suite's nodes) with `timerPrecisionMs=T`, runs there instead, and reports
+ * With `--timer-precision-ms T` the run starts a broker of its own (the
+ * fault suite's nodes on ports of the bench's own, {@link BENCH_PORTS}:
+ * name server 12100, broker 12110, proxy 12131; a temporary store) with
+ * `timerPrecisionMs=T`, runs there instead, and reports
  * the size of its timer files (`timerwheel`, `timerlog`) beside the
  * lateness: what a finer timer costs on disk and in page cache.
  */
@@ -40,7 +41,10 @@ import { messageBody, type Throughput } from '../jetstream/workload.js';
 import { rawThroughput, rawTimerLateness, type RawSetup } from '../rocketmq/raw.js';
 import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../rocketmq/redeliver.js';
 import { timerFileBytes, timerPrecisionMs } from '../rocketmq/broker.js';
-import { RocketMqNodes } from '../../test/faults/rocketmq-nodes.js';
+import { RocketMqNodes, type RocketMqPorts } from '../../test/faults/rocketmq-nodes.js';
+
+/** The ports of the bench's own broker, apart from the shared broker's and the fault suite's (a broker also takes its port - 2 and + 1). */
+export const BENCH_PORTS: RocketMqPorts = { nameServer: 12100, brokerA: 12110, brokerB: 12120, grpcProxy: 12131, remotingProxy: 12130 };
 
 const MIN_DELAY_MS = 1_000;
 const MAX_DELAY_MS = 60_000;
@@ -72,7 +76,7 @@ export async function run(args: string[]): Promise<void> {
   const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
   const ownTimer = values['timer-precision-ms'] === undefined ? undefined : positiveArg('timer-precision-ms', values['timer-precision-ms']);
-  const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer } });
+  const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer }, ports: BENCH_PORTS });
   const endpoints = own?.endpoints ?? values.endpoints!;
   const nameServer = own?.nameServer ?? values['name-server']!;
   const load = [loadavg()[0]!];

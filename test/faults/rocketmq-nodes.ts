@@ -27,8 +27,17 @@ const VERSION = '5.3.3';
 /** Where `npm run brokers -- up rocketmq` put the jars. */
 export const ROCKETMQ_LIB = join(BROKERS_HOME, 'rocketmq', VERSION, 'lib');
 
+/** The ports of a layout's JVMs (a broker also takes its port + 1, HA, and - 2, its fast channel). */
+export interface RocketMqPorts {
+  readonly nameServer: number;
+  readonly brokerA: number;
+  readonly brokerB: number;
+  readonly grpcProxy: number;
+  readonly remotingProxy: number;
+}
+
 /** The suite's ports: apart from the shared broker's (9876, 10911, 8081, 8080). */
-export const FAULT_PORTS = {
+export const FAULT_PORTS: RocketMqPorts = {
   nameServer: 9976,
   brokerA: 11011,
   brokerB: 11111,
@@ -63,6 +72,8 @@ export interface RocketMqNodesOptions {
   readonly brokerConfig?: Readonly<Record<string, string | number | boolean>>;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** The ports the JVMs listen on. Default {@link FAULT_PORTS}. */
+  readonly ports?: RocketMqPorts;
 }
 
 /** Why the nodes cannot run here, or undefined when they can. */
@@ -82,6 +93,7 @@ export class RocketMqNodes implements OwnServer {
     readonly brokers: 1 | 2,
     log: (line: string) => void,
     private readonly brokerConfig: Readonly<Record<string, string | number | boolean>> = {},
+    readonly ports: RocketMqPorts = FAULT_PORTS,
   ) {
     this.#log = log;
   }
@@ -93,7 +105,7 @@ export class RocketMqNodes implements OwnServer {
     const layout = options.layout ?? 'local';
     const brokers = options.brokers ?? 1;
     if (brokers === 2 && layout !== 'cluster') throw new Error('RocketMqNodes: two brokers need the cluster layout (one proxy in front of both)');
-    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined), options.brokerConfig);
+    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined), options.brokerConfig, options.ports);
     trackServer(nodes);
     try {
       nodes.#configure();
@@ -114,12 +126,12 @@ export class RocketMqNodes implements OwnServer {
 
   /** The gRPC endpoint clients use. */
   get endpoints(): string {
-    return `127.0.0.1:${FAULT_PORTS.grpcProxy}`;
+    return `127.0.0.1:${this.ports.grpcProxy}`;
   }
 
   /** The name server, `host:port`. */
   get nameServer(): string {
-    return `127.0.0.1:${FAULT_PORTS.nameServer}`;
+    return `127.0.0.1:${this.ports.nameServer}`;
   }
 
   /** The pid of `role`'s JVM, or null when it is not running. */
@@ -238,16 +250,16 @@ export class RocketMqNodes implements OwnServer {
   /** Writes every JVM's configs and records how each starts. */
   #configure(): void {
     const nameServer = this.nameServer;
-    const namesrvConf = this.#write('namesrv', 'namesrv.conf', properties({ listenPort: FAULT_PORTS.nameServer, bindAddress: '127.0.0.1' }));
+    const namesrvConf = this.#write('namesrv', 'namesrv.conf', properties({ listenPort: this.ports.nameServer, bindAddress: '127.0.0.1' }));
     this.#jvms.set('namesrv', {
       role: 'namesrv',
-      ports: [FAULT_PORTS.nameServer],
+      ports: [this.ports.nameServer],
       bootLine: 'The Name Server boot success',
       graceMs: 15_000,
       args: [...this.#flags('namesrv', '256m'), '-Drmq.logback.configurationFile=rmq.namesrv.logback.xml', 'org.apache.rocketmq.namesrv.NamesrvStartup', '-c', namesrvConf],
     });
-    const brokers: [RocketMqRole, string, number][] = [['broker-a', 'broker-a', FAULT_PORTS.brokerA]];
-    if (this.brokers === 2) brokers.push(['broker-b', 'broker-b', FAULT_PORTS.brokerB]);
+    const brokers: [RocketMqRole, string, number][] = [['broker-a', 'broker-a', this.ports.brokerA]];
+    if (this.brokers === 2) brokers.push(['broker-b', 'broker-b', this.ports.brokerB]);
     const proxyJson = (mode: 'local' | 'cluster', home: RocketMqRole) =>
       this.#write(
         home,
@@ -256,8 +268,8 @@ export class RocketMqNodes implements OwnServer {
           rocketMQClusterName: 'DefaultCluster',
           namesrvAddr: nameServer,
           proxyMode: mode,
-          grpcServerPort: FAULT_PORTS.grpcProxy,
-          remotingListenPort: FAULT_PORTS.remotingProxy,
+          grpcServerPort: this.ports.grpcProxy,
+          remotingListenPort: this.ports.remotingProxy,
         }),
       );
     for (const [role, brokerName, port] of brokers) {
@@ -290,7 +302,7 @@ export class RocketMqNodes implements OwnServer {
       if (this.layout === 'local') {
         this.#jvms.set(role, {
           role,
-          ports: [port, FAULT_PORTS.grpcProxy],
+          ports: [port, this.ports.grpcProxy],
           bootLine: 'rocketmq-proxy startup successfully',
           graceMs: 30_000,
           args: [
@@ -318,7 +330,7 @@ export class RocketMqNodes implements OwnServer {
     if (this.layout === 'cluster') {
       this.#jvms.set('proxy', {
         role: 'proxy',
-        ports: [FAULT_PORTS.grpcProxy],
+        ports: [this.ports.grpcProxy],
         bootLine: 'rocketmq-proxy startup successfully',
         graceMs: 15_000,
         args: [
