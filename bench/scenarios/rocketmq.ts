@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port] [--timer-precision-ms T]`
+ * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port] [--timer-precision-ms T] [--bare-acks single|batched]`
  *
  * redeliver on Apache RocketMQ 5 against a bare `SimpleConsumer` loop on the
  * same broker, in the same run. Every topic and consumer group is named
@@ -10,7 +10,9 @@
  *    consumed with prefetch P (default 64):
  *    - raw: `SimpleConsumer` loops, `ceil(P / 32)` of them, each
  *      `receive(32, 30 s)` then `ack` of every message received (the acks
- *      of a batch in flight side by side), nothing else;
+ *      of a batch in flight side by side), nothing else; with
+ *      `--bare-acks batched` the acks of a turn go out in one request, as
+ *      the transport sends them (default `single`, `SimpleConsumer.ack`);
  *    - redeliver: an Endpoint of concurrency P over a RocketMqTransport with
  *      a handler that does nothing.
  *    Throughput = N / (consumer start to the last ack). R rounds (default
@@ -67,6 +69,7 @@ export async function run(args: string[]): Promise<void> {
       endpoints: { type: 'string', default: '127.0.0.1:8081' },
       'name-server': { type: 'string', default: '127.0.0.1:9876' },
       'timer-precision-ms': { type: 'string' },
+      'bare-acks': { type: 'string', default: 'single' },
     },
   });
   const n = positiveArg('messages', values.messages);
@@ -75,6 +78,8 @@ export async function run(args: string[]): Promise<void> {
   const m = positiveArg('delayed', values.delayed);
   const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
+  const bareAcks = values['bare-acks'];
+  if (bareAcks !== 'single' && bareAcks !== 'batched') throw new Error(`--bare-acks must be single or batched, not ${bareAcks}`);
   const ownTimer = values['timer-precision-ms'] === undefined ? undefined : positiveArg('timer-precision-ms', values['timer-precision-ms']);
   const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer }, ports: BENCH_PORTS });
   const endpoints = own?.endpoints ?? values.endpoints!;
@@ -88,7 +93,7 @@ export async function run(args: string[]): Promise<void> {
   const admin = new RocketMqAdmin(nameServer, 'DefaultCluster', 4, 10_000);
   const topics = { raw: `bench-rmq-${token}-raw`, rawTimer: `bench-rmq-${token}-timer`, throughput: `bench-rmq-${token}-throughput`, delays: `bench-rmq-${token}-delays` };
   const groups = { raw: `bench-rmq-${token}-raw`, redeliver: `bench-rmq-${token}-rdl` };
-  const raw: RawSetup = { endpoints, topic: topics.raw, group: groups.raw, prefetch, invisibleMs: 30_000, timeoutMs };
+  const raw: RawSetup = { endpoints, topic: topics.raw, group: groups.raw, prefetch, invisibleMs: 30_000, timeoutMs, acks: bareAcks };
   const redeliver: RedeliverSetup = { endpoints, nameServer, group: groups.redeliver, prefetch, timeoutMs };
   const sides: Side[] = [
     { name: 'raw', throughput: (count) => rawThroughput(raw, count, body) },
@@ -114,7 +119,7 @@ export async function run(args: string[]): Promise<void> {
     const of = (side: Throughput['side']) => runs.filter((r) => r.side === side);
     const median = (side: Throughput['side']) => Math.round(medianOf(of(side).map((r) => r.perSec)));
     printTable(
-      `rocketmq: ${n} messages loaded first, then consumed with prefetch ${prefetch}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
+      `rocketmq: ${n} messages loaded first, then consumed with prefetch ${prefetch}, bare acks ${bareAcks}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
       sides.map((side) => ({
         side: side.name,
         'per sec (median)': median(side.name),
@@ -150,6 +155,7 @@ export async function run(args: string[]): Promise<void> {
       bareTimerEarlyCount: bare.early,
       messages: n,
       prefetch,
+      bareAcks,
       rounds,
       rawRounds: of('raw').map((r) => r.perSec),
       redeliverRounds: of('redeliver').map((r) => r.perSec),
