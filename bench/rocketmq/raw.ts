@@ -5,6 +5,7 @@
  * `deliveryTimestamp`, to read the broker's own timer lateness.
  */
 import { Producer, SimpleConsumer, type MessageView } from 'rocketmq-client-nodejs';
+import { AckBatch } from '../../src/transports/rocketmq/acks.js';
 import { countdown, within, summariseLateness, type LatenessSummary } from '../redis/workload.js';
 import type { Throughput } from '../jetstream/workload.js';
 
@@ -19,6 +20,8 @@ export interface RawSetup {
   readonly prefetch: number;
   /** The invisible duration of each receive. */
   readonly invisibleMs: number;
+  /** `single`: `SimpleConsumer.ack`, one request a message; `batched`: the acks of a turn in one request, as the transport sends them. Default `single`. */
+  readonly acks?: 'single' | 'batched';
   readonly timeoutMs: number;
 }
 
@@ -80,6 +83,8 @@ export async function rawThroughput(setup: RawSetup, n: number, body: (i: number
   let fail!: (error: unknown) => void;
   const failed = new Promise<never>((_, reject) => (fail = reject));
   failed.catch(() => undefined);
+  const batched = setup.acks === 'batched' ? new AckBatch({ group: setup.group, requestTimeoutMs: 10_000, consumer: async () => consumer }) : undefined;
+  const ack = (message: MessageView) => (batched === undefined ? consumer.ack(message) : batched.ack(message));
   let left = n;
   let stop = false;
   const batch = Math.min(RECEIVE_BATCH, setup.prefetch);
@@ -99,7 +104,7 @@ export async function rawThroughput(setup: RawSetup, n: number, body: (i: number
       const messages: MessageView[] = await consumer.receive(batch, setup.invisibleMs);
       held -= batch - messages.length;
       for (const message of messages) {
-        consumer.ack(message).then(
+        ack(message).then(
           () => {
             held--;
             left--;

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port] [--timer-precision-ms T]`
+ * `npm run bench -- rocketmq [--messages N] [--prefetch P] [--rounds R] [--delayed M] [--rate S] [--seed X] [--endpoints host:port] [--name-server host:port] [--timer-precision-ms T] [--bare-acks single|batched]`
  *
  * redeliver on Apache RocketMQ 5 against a bare `SimpleConsumer` loop on the
  * same broker, in the same run. Every topic and consumer group is named
@@ -10,7 +10,9 @@
  *    consumed with prefetch P (default 64):
  *    - raw: `SimpleConsumer` loops, `ceil(P / 32)` of them, each
  *      `receive(32, 30 s)` then `ack` of every message received (the acks
- *      of a batch in flight side by side), nothing else;
+ *      of a batch in flight side by side), nothing else; with
+ *      `--bare-acks batched` the acks of a turn go out in one request, as
+ *      the transport sends them (default `single`, `SimpleConsumer.ack`);
  *    - redeliver: an Endpoint of concurrency P over a RocketMqTransport with
  *      a handler that does nothing.
  *    Throughput = N / (consumer start to the last ack). R rounds (default
@@ -24,9 +26,10 @@
  *    same delays, lateness = received - delivery time. Both run at once.
  *    The broker's `timerPrecisionMs` is read off the broker and reported.
  *
- * With `--timer-precision-ms T` the run starts a broker of its own (name
- * server 9976, broker 11011, proxy 8181, a temporary store, the fault
- * suite's nodes) with `timerPrecisionMs=T`, runs there instead, and reports
+ * With `--timer-precision-ms T` the run starts a broker of its own (the
+ * fault suite's nodes on ports of the bench's own, {@link BENCH_PORTS}:
+ * name server 12100, broker 12110, proxy 12131; a temporary store) with
+ * `timerPrecisionMs=T`, runs there instead, and reports
  * the size of its timer files (`timerwheel`, `timerlog`) beside the
  * lateness: what a finer timer costs on disk and in page cache.
  */
@@ -40,7 +43,10 @@ import { messageBody, type Throughput } from '../jetstream/workload.js';
 import { rawThroughput, rawTimerLateness, type RawSetup } from '../rocketmq/raw.js';
 import { redeliverDelayLateness, redeliverThroughput, type RedeliverSetup } from '../rocketmq/redeliver.js';
 import { timerFileBytes, timerPrecisionMs } from '../rocketmq/broker.js';
-import { RocketMqNodes } from '../../test/faults/rocketmq-nodes.js';
+import { RocketMqNodes, type RocketMqPorts } from '../../test/faults/rocketmq-nodes.js';
+
+/** The ports of the bench's own broker, apart from the shared broker's and the fault suite's (a broker also takes its port - 2 and + 1). */
+export const BENCH_PORTS: RocketMqPorts = { nameServer: 12100, brokerA: 12110, brokerB: 12120, grpcProxy: 12131, remotingProxy: 12130 };
 
 const MIN_DELAY_MS = 1_000;
 const MAX_DELAY_MS = 60_000;
@@ -63,6 +69,7 @@ export async function run(args: string[]): Promise<void> {
       endpoints: { type: 'string', default: '127.0.0.1:8081' },
       'name-server': { type: 'string', default: '127.0.0.1:9876' },
       'timer-precision-ms': { type: 'string' },
+      'bare-acks': { type: 'string', default: 'single' },
     },
   });
   const n = positiveArg('messages', values.messages);
@@ -71,8 +78,10 @@ export async function run(args: string[]): Promise<void> {
   const m = positiveArg('delayed', values.delayed);
   const rate = positiveArg('rate', values.rate);
   const seed = positiveArg('seed', values.seed);
+  const bareAcks = values['bare-acks'];
+  if (bareAcks !== 'single' && bareAcks !== 'batched') throw new Error(`--bare-acks must be single or batched, not ${bareAcks}`);
   const ownTimer = values['timer-precision-ms'] === undefined ? undefined : positiveArg('timer-precision-ms', values['timer-precision-ms']);
-  const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer } });
+  const own = ownTimer === undefined ? undefined : await RocketMqNodes.start({ brokerConfig: { timerPrecisionMs: ownTimer }, ports: BENCH_PORTS });
   const endpoints = own?.endpoints ?? values.endpoints!;
   const nameServer = own?.nameServer ?? values['name-server']!;
   const load = [loadavg()[0]!];
@@ -84,7 +93,7 @@ export async function run(args: string[]): Promise<void> {
   const admin = new RocketMqAdmin(nameServer, 'DefaultCluster', 4, 10_000);
   const topics = { raw: `bench-rmq-${token}-raw`, rawTimer: `bench-rmq-${token}-timer`, throughput: `bench-rmq-${token}-throughput`, delays: `bench-rmq-${token}-delays` };
   const groups = { raw: `bench-rmq-${token}-raw`, redeliver: `bench-rmq-${token}-rdl` };
-  const raw: RawSetup = { endpoints, topic: topics.raw, group: groups.raw, prefetch, invisibleMs: 30_000, timeoutMs };
+  const raw: RawSetup = { endpoints, topic: topics.raw, group: groups.raw, prefetch, invisibleMs: 30_000, timeoutMs, acks: bareAcks };
   const redeliver: RedeliverSetup = { endpoints, nameServer, group: groups.redeliver, prefetch, timeoutMs };
   const sides: Side[] = [
     { name: 'raw', throughput: (count) => rawThroughput(raw, count, body) },
@@ -110,7 +119,7 @@ export async function run(args: string[]): Promise<void> {
     const of = (side: Throughput['side']) => runs.filter((r) => r.side === side);
     const median = (side: Throughput['side']) => Math.round(medianOf(of(side).map((r) => r.perSec)));
     printTable(
-      `rocketmq: ${n} messages loaded first, then consumed with prefetch ${prefetch}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
+      `rocketmq: ${n} messages loaded first, then consumed with prefetch ${prefetch}, bare acks ${bareAcks}; per second from consumer start to the last ack (${rounds} rounds, order reversed every other round)`,
       sides.map((side) => ({
         side: side.name,
         'per sec (median)': median(side.name),
@@ -146,6 +155,7 @@ export async function run(args: string[]): Promise<void> {
       bareTimerEarlyCount: bare.early,
       messages: n,
       prefetch,
+      bareAcks,
       rounds,
       rawRounds: of('raw').map((r) => r.perSec),
       redeliverRounds: of('redeliver').map((r) => r.perSec),

@@ -6,20 +6,25 @@ import type { Random } from '../../time/random.js';
 import type { DeliveryListener, Subscription } from '../../transport/types.js';
 import type { MessageView } from './client.js';
 import type { SimpleConsumer } from 'rocketmq-client-nodejs';
+import { AckBatch } from './acks.js';
 import { decodeProperties, DUE_PROPERTY, GROUP_PROPERTY } from './codec.js';
 import { RocketMqDelivery, type DeliveryOwner } from './delivery.js';
 
 /** What a consumer needs to run. */
 export interface RocketMqConsumerSettings {
   readonly queue: string;
+  /** The consumer group the simple consumer receives in. */
+  readonly group: string;
+  /** The longest an ack request waits for its answer. */
+  readonly requestTimeoutMs: number;
   readonly listener: DeliveryListener;
   readonly prefetch: number;
   /** The invisible duration of each receive, at least the proxy's minimum. */
   readonly leaseMs: number;
   /** Starts the simple consumer (once; again after a failed start). */
   readonly start: () => Promise<SimpleConsumer>;
-  /** What deliveries settle through, less `settled`. */
-  readonly owner: Omit<DeliveryOwner, 'settled'>;
+  /** What deliveries settle through, less `settled` and `ack` (acks go through the subscription's {@link AckBatch}). */
+  readonly owner: Omit<DeliveryOwner, 'settled' | 'ack'>;
   /** Sends a copy that is not due yet (or a FIFO copy to put back in its group) on, and acknowledges the one received: a hop, not a delivery. */
   readonly hop: (view: MessageView) => Promise<void>;
   readonly backoff: Backoff;
@@ -65,9 +70,13 @@ export class RocketMqSubscription implements Subscription {
   readonly #closing = new AbortController();
   #consumer: Promise<SimpleConsumer> | undefined;
   readonly #loop: Promise<unknown>;
+  /** What every delivery settles through, but `settled`. */
+  readonly #owner: Omit<DeliveryOwner, 'settled'>;
 
   constructor(settings: RocketMqConsumerSettings) {
     this.#s = settings;
+    const acks = new AckBatch({ group: settings.group, requestTimeoutMs: settings.requestTimeoutMs, consumer: () => this.#started() });
+    this.#owner = { ...settings.owner, clock: settings.clock, ack: (view) => acks.ack(view) };
     this.#prefetch = settings.prefetch;
     this.#loop = Promise.all(Array.from({ length: MAX_RECEIVES }, (_, i) => this.#run(i)));
   }
@@ -169,8 +178,7 @@ export class RocketMqSubscription implements Subscription {
       this.#outstanding++;
       let freed = false;
       const owner: DeliveryOwner = {
-        ...s.owner,
-        clock: s.clock,
+        ...this.#owner,
         settled: () => {
           if (freed) return;
           freed = true;

@@ -173,6 +173,8 @@ export class RocketMqTransport implements Transport {
     let starting: Promise<SimpleConsumer> | undefined;
     const subscription = new RocketMqSubscription({
       queue,
+      group: o.consumerGroup,
+      requestTimeoutMs: o.requestTimeoutMs,
       listener,
       prefetch,
       leaseMs,
@@ -261,7 +263,7 @@ export class RocketMqTransport implements Transport {
     }
   }
 
-  #owner(queue: string, consumer: () => Promise<SimpleConsumer> | undefined): Omit<DeliveryOwner, 'settled'> {
+  #owner(queue: string, consumer: () => Promise<SimpleConsumer> | undefined): Omit<DeliveryOwner, 'settled' | 'ack'> {
     const started = async () => {
       const c = consumer();
       if (c === undefined) throw new Error(`rocketmq: the consumer of ${queue} is not started`);
@@ -269,7 +271,6 @@ export class RocketMqTransport implements Transport {
     };
     return {
       clock: this.#options.clock,
-      ack: async (view) => (await started()).ack(view),
       changeInvisible: async (view, ms) => (await started()).changeInvisibleDuration(view, ms),
       sendCopy: async (topic, view, id, headers: Headers, delayMs) => {
         const group = view.messageGroup || view.properties.get(GROUP_PROPERTY) || undefined;

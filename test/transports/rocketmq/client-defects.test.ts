@@ -59,11 +59,13 @@ describe('rocketmq-client-nodejs: a receive before the settings reached the prox
     const waits: number[] = [];
     const sub = new RocketMqSubscription({
       queue: 'q',
+      group: 'g',
+      requestTimeoutMs: 5_000,
       listener: (d) => got.push(d),
       prefetch: 1,
       leaseMs: 10_000,
       start: async () => fake,
-      owner: { clock: systemClock, ack: async () => undefined, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined, recordDuplicate: () => undefined },
+      owner: { clock: systemClock, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined, recordDuplicate: () => undefined },
       hop: async () => undefined,
       backoff: ({ attempt }) => {
         waits.push(attempt);
