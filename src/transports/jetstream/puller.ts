@@ -96,16 +96,28 @@ export class Puller {
     this.#outstanding = 0;
   }
 
-  /** Stops listening. Messages already on their way are not delivered; the server gives them out again after their lease. */
+  /**
+   * Stops asking. The inbox is drained rather than dropped: a message
+   * already on its way for a pull sent earlier is given back (`-NAK`) as it
+   * arrives, so the next consumer gets it at once instead of after its
+   * lease; one the server sends after the drain waits out its lease.
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort();
-    this.#sub.unsubscribe();
+    try {
+      void this.#sub.drain().catch(() => undefined);
+    } catch {
+      // The connection is closed: nothing more arrives.
+    }
   }
 
   #onMsg(msg: Msg): void {
-    if (this.#closed) return;
+    if (this.#closed) {
+      if (msg.reply?.startsWith('$JS.ACK.')) giveBack(msg);
+      return;
+    }
     this.#lastHeard = this.#o.clock.monotonic();
     if (msg.reply !== undefined && msg.reply.startsWith('$JS.ACK.')) {
       if (this.#outstanding > 0) this.#outstanding -= 1;
@@ -144,5 +156,14 @@ export class Puller {
     this.#lastHeard = this.#o.clock.monotonic();
     void checkConsumer(this.#o.jsm, this.#o.stream, this.#o.consumer, this.#o.owner);
     this.#o.owner.onRoom();
+  }
+}
+
+/** Hands a fetched message back to the server at once; on a closed connection the server offers it again after its lease. */
+export function giveBack(msg: Msg): void {
+  try {
+    msg.respond('-NAK');
+  } catch {
+    // The connection is closed.
   }
 }

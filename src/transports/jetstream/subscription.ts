@@ -18,7 +18,7 @@ import type { JetStreamClients } from './connection.js';
 import { JetStreamDelivery, leaseEnd, type DeliveryOwner } from './delivery.js';
 import { DelayMover } from './mover.js';
 import { QUEUE_CONSUMER, type QueueNames } from './names.js';
-import { Puller } from './puller.js';
+import { giveBack, Puller } from './puller.js';
 import type { ServerClock } from './server-clock.js';
 import type { Topology } from './topology.js';
 
@@ -208,7 +208,7 @@ export class JetStreamSubscription implements Subscription {
 
   #onMessage(msg: Msg): void {
     if (this.#state !== 'running') {
-      this.#giveBack(msg);
+      giveBack(msg);
       return;
     }
     this.#buffer.push({ msg, at: this.#o.clock.monotonic() });
@@ -282,15 +282,6 @@ export class JetStreamSubscription implements Subscription {
 
   #giveBackBuffer(): void {
     this.#dropExpired();
-    for (const { msg } of this.#buffer.splice(0)) this.#giveBack(msg);
-  }
-
-  /** A message fetched but not handed out goes back to the server at once. */
-  #giveBack(msg: Msg): void {
-    try {
-      msg.respond('-NAK');
-    } catch {
-      // The connection is closed: the server offers the message again after its ack_wait.
-    }
+    for (const { msg } of this.#buffer.splice(0)) giveBack(msg);
   }
 }
