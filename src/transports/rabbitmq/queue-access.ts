@@ -366,7 +366,8 @@ export class QueueReader {
    * the channel is done (the queue is gone, or answered a passive
    * declaration sent after them on the same channel); false when that cannot be known (the channel or connection closed
    * first, or no answer in time: the broker then gives back whatever was
-   * not acked yet). Never throws.
+   * not acked yet). Never throws. A quorum queue applies acks and nacks
+   * through its log, so its ready count can lag that answer by a moment.
    */
   async finish(): Promise<boolean> {
     try {
