@@ -69,6 +69,8 @@ interface Timed {
   readonly sent: number;
   readonly seconds: number;
   readonly perSec: number;
+  /** The bench process's CPU time (user + system) during the pass, per entry sent back, in microseconds. */
+  readonly clientCpuUsPerEntry: number;
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -116,7 +118,7 @@ export async function run(args: string[]): Promise<void> {
   const loadAfter = loadavg();
   printTable(
     `Send-back of ${entries.toLocaleString('en-US')} error entries (${body.length} B bodies), ${rounds} rounds; load average ${fmtLoad(loadBefore)} -> ${fmtLoad(loadAfter)}`,
-    timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, read: t.read, 'sent back': t.sent, seconds: roundTo(t.seconds, 2), 'entries/s': Math.round(t.perSec) })),
+    timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, read: t.read, 'sent back': t.sent, seconds: roundTo(t.seconds, 2), 'entries/s': Math.round(t.perSec), 'client CPU µs/entry': Math.round(t.clientCpuUsPerEntry) })),
   );
   const median = (t: TransportName, pass: Timed['pass']) => {
     const rows = timed.filter((r) => r.transport === t && r.pass === pass);
@@ -135,7 +137,7 @@ export async function run(args: string[]): Promise<void> {
     jetstreamPerSec: median('jetstream', 'all'),
     jetstreamByKeyPerSec: median('jetstream', 'by key'),
     loadAverage: { before: loadBefore.map((l) => roundTo(l, 2)), after: loadAfter.map((l) => roundTo(l, 2)) },
-    runs: timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, perSec: Math.round(t.perSec) })),
+    runs: timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, perSec: Math.round(t.perSec), clientCpuUsPerEntry: Math.round(t.clientCpuUsPerEntry) })),
   });
 }
 
@@ -143,10 +145,12 @@ export async function run(args: string[]): Promise<void> {
 async function timeAll(transport: TransportName, round: number, filled: Filled): Promise<Timed> {
   const count = await filled.ops.count(filled.errorQueue);
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const summary = await filled.ops.sendBackEach(filled.errorQueue, { select: () => true });
+  const cpuUs = cpuMicros(cpu);
   const seconds = (performance.now() - started) / 1_000;
   await check(transport, filled, summary, count, count);
-  return { transport, round, pass: 'all', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds };
+  return { transport, round, pass: 'all', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds, clientCpuUsPerEntry: cpuUs / summary.done };
 }
 
 /** Sends back every other entry of a filled queue, chosen by key. */
@@ -155,10 +159,18 @@ async function timeByKey(transport: TransportName, round: number, filled: Filled
   for await (const page of filled.ops.scan(filled.errorQueue)) keys.push(...page.map((e: ErrorEntry) => e.key));
   const chosen = new Set(keys.filter((_, i) => i % 2 === 0));
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const summary = await filled.ops.sendBackEach(filled.errorQueue, { select: (e) => chosen.has(e.key) });
+  const cpuUs = cpuMicros(cpu);
   const seconds = (performance.now() - started) / 1_000;
   await check(transport, filled, summary, keys.length, chosen.size);
-  return { transport, round, pass: 'by key', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds };
+  return { transport, round, pass: 'by key', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds, clientCpuUsPerEntry: cpuUs / summary.done };
+}
+
+/** The bench process's CPU time since `since`, user and system, in microseconds. */
+function cpuMicros(since: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(since);
+  return used.user + used.system;
 }
 
 /** Throws unless the pass read `read` entries, sent back exactly `sent`, and the queues hold what that leaves. */
@@ -241,6 +253,7 @@ async function jetStreamSide(servers: string, prefix: string, body: Uint8Array):
       storage: StorageType.File,
       duplicate_window: nanos(120_000),
       description: QUEUE_DESCRIPTION[kind],
+      allow_direct: kind === 'error',
     });
   let n = 0;
   return {
