@@ -16,9 +16,10 @@
  * hold exactly the entries sent and the error queue the rest, and both are
  * deleted before the next pass. Rounds alternate the transports; the median
  * round is reported. Each pass also reports the CPU time the bench process
- * used per entry sent, and with `--server-pid` the server process's (read
- * from /proc, so a server on this machine). Every key and stream is made under a prefix of the
- * run's own and deleted afterwards.
+ * used per entry sent, and with `--server-pid` the broker process's (read
+ * from /proc, so a broker on this machine; give the one transport it
+ * serves). Every key and stream is made under a prefix of the run's own and
+ * deleted afterwards.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
