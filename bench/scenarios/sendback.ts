@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- sendback [--entries N] [--rounds R] [--body-bytes B] [--transports redis,jetstream] [--url URL] [--servers S]`
+ * `npm run bench -- sendback [--entries N] [--rounds R] [--body-bytes B] [--transports redis,jetstream] [--url URL] [--servers S] [--server-pid P]`
  *
  * Send-back of error entries on Redis and JetStream. Each round, for each
  * transport, fills an error queue with N dead-letters (default 20,000) of
@@ -15,10 +15,14 @@
  * Each figure is the entries sent back per second; the work queue must then
  * hold exactly the entries sent and the error queue the rest, and both are
  * deleted before the next pass. Rounds alternate the transports; the median
- * round is reported. Every key and stream is made under a prefix of the
- * run's own and deleted afterwards.
+ * round is reported. Each pass also reports the CPU time the bench process
+ * used per entry sent, and with `--server-pid` the broker process's (read
+ * from /proc, so a broker on this machine; give the one transport it
+ * serves). Every key and stream is made under a prefix of the run's own and
+ * deleted afterwards.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
@@ -69,6 +73,10 @@ interface Timed {
   readonly sent: number;
   readonly seconds: number;
   readonly perSec: number;
+  /** The bench process's CPU time (user + system) during the pass, per entry sent back, in microseconds. */
+  readonly clientCpuUsPerEntry: number;
+  /** The server process's CPU time during the pass, per entry sent back, in microseconds; undefined without `--server-pid`. */
+  readonly serverCpuUsPerEntry: number | undefined;
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -81,6 +89,7 @@ export async function run(args: string[]): Promise<void> {
       transports: { type: 'string', default: 'redis,jetstream' },
       url: { type: 'string', default: process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379' },
       servers: { type: 'string', default: process.env['NATS_URL'] ?? '127.0.0.1:4222' },
+      'server-pid': { type: 'string' },
     },
   });
   const entries = positiveArg('entries', values.entries);
@@ -88,6 +97,7 @@ export async function run(args: string[]): Promise<void> {
   const body = new Uint8Array(positiveArg('body-bytes', values['body-bytes'])).fill(0x61);
   const transports = values.transports.split(',').map((t) => t.trim()) as TransportName[];
   for (const t of transports) if (t !== 'redis' && t !== 'jetstream') throw new RangeError(`--transports: unknown transport '${t}'`);
+  const serverPid = values['server-pid'] === undefined ? undefined : positiveArg('server-pid', values['server-pid']);
   const loadBefore = loadavg();
 
   const run = randomUUID().slice(0, 8);
@@ -102,7 +112,7 @@ export async function run(args: string[]): Promise<void> {
         for (const time of [timeAll, timeByKey]) {
           const filled = await side.fill(entries);
           try {
-            timed.push(await time(t, round, filled));
+            timed.push(await time(t, round, filled, serverPid));
           } finally {
             await filled.remove();
           }
@@ -116,7 +126,7 @@ export async function run(args: string[]): Promise<void> {
   const loadAfter = loadavg();
   printTable(
     `Send-back of ${entries.toLocaleString('en-US')} error entries (${body.length} B bodies), ${rounds} rounds; load average ${fmtLoad(loadBefore)} -> ${fmtLoad(loadAfter)}`,
-    timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, read: t.read, 'sent back': t.sent, seconds: roundTo(t.seconds, 2), 'entries/s': Math.round(t.perSec) })),
+    timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, read: t.read, 'sent back': t.sent, seconds: roundTo(t.seconds, 2), 'entries/s': Math.round(t.perSec), 'client CPU µs/entry': Math.round(t.clientCpuUsPerEntry), 'server CPU µs/entry': t.serverCpuUsPerEntry === undefined ? '-' : Math.round(t.serverCpuUsPerEntry) })),
   );
   const median = (t: TransportName, pass: Timed['pass']) => {
     const rows = timed.filter((r) => r.transport === t && r.pass === pass);
@@ -135,30 +145,52 @@ export async function run(args: string[]): Promise<void> {
     jetstreamPerSec: median('jetstream', 'all'),
     jetstreamByKeyPerSec: median('jetstream', 'by key'),
     loadAverage: { before: loadBefore.map((l) => roundTo(l, 2)), after: loadAfter.map((l) => roundTo(l, 2)) },
-    runs: timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, perSec: Math.round(t.perSec) })),
+    runs: timed.map((t) => ({ transport: t.transport, round: t.round, pass: t.pass, perSec: Math.round(t.perSec), clientCpuUsPerEntry: Math.round(t.clientCpuUsPerEntry), serverCpuUsPerEntry: t.serverCpuUsPerEntry === undefined ? undefined : Math.round(t.serverCpuUsPerEntry) })),
   });
 }
 
 /** Sends back every entry of a filled queue. */
-async function timeAll(transport: TransportName, round: number, filled: Filled): Promise<Timed> {
+async function timeAll(transport: TransportName, round: number, filled: Filled, serverPid: number | undefined): Promise<Timed> {
   const count = await filled.ops.count(filled.errorQueue);
   const started = performance.now();
+  const cpu = process.cpuUsage();
+  const serverCpu = processCpuMicros(serverPid);
   const summary = await filled.ops.sendBackEach(filled.errorQueue, { select: () => true });
+  const cpuUs = cpuMicros(cpu);
+  const serverCpuUs = serverCpu === undefined ? undefined : processCpuMicros(serverPid)! - serverCpu;
   const seconds = (performance.now() - started) / 1_000;
   await check(transport, filled, summary, count, count);
-  return { transport, round, pass: 'all', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds };
+  return { transport, round, pass: 'all', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds, clientCpuUsPerEntry: cpuUs / summary.done, serverCpuUsPerEntry: serverCpuUs === undefined ? undefined : serverCpuUs / summary.done };
 }
 
 /** Sends back every other entry of a filled queue, chosen by key. */
-async function timeByKey(transport: TransportName, round: number, filled: Filled): Promise<Timed> {
+async function timeByKey(transport: TransportName, round: number, filled: Filled, serverPid: number | undefined): Promise<Timed> {
   const keys: string[] = [];
   for await (const page of filled.ops.scan(filled.errorQueue)) keys.push(...page.map((e: ErrorEntry) => e.key));
   const chosen = new Set(keys.filter((_, i) => i % 2 === 0));
   const started = performance.now();
+  const cpu = process.cpuUsage();
+  const serverCpu = processCpuMicros(serverPid);
   const summary = await filled.ops.sendBackEach(filled.errorQueue, { select: (e) => chosen.has(e.key) });
+  const cpuUs = cpuMicros(cpu);
+  const serverCpuUs = serverCpu === undefined ? undefined : processCpuMicros(serverPid)! - serverCpu;
   const seconds = (performance.now() - started) / 1_000;
   await check(transport, filled, summary, keys.length, chosen.size);
-  return { transport, round, pass: 'by key', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds };
+  return { transport, round, pass: 'by key', read: summary.read, sent: summary.done, seconds, perSec: summary.done / seconds, clientCpuUsPerEntry: cpuUs / summary.done, serverCpuUsPerEntry: serverCpuUs === undefined ? undefined : serverCpuUs / summary.done };
+}
+
+/** The bench process's CPU time since `since`, user and system, in microseconds. */
+function cpuMicros(since: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(since);
+  return used.user + used.system;
+}
+
+/** The CPU time (user + system) process `pid` has used, in microseconds, from /proc; undefined without a pid. */
+function processCpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  // utime and stime, fields 14 and 15 of the whole line, in clock ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 /** Throws unless the pass read `read` entries, sent back exactly `sent`, and the queues hold what that leaves. */
@@ -241,6 +273,7 @@ async function jetStreamSide(servers: string, prefix: string, body: Uint8Array):
       storage: StorageType.File,
       duplicate_window: nanos(120_000),
       description: QUEUE_DESCRIPTION[kind],
+      allow_direct: kind === 'error',
     });
   let n = 0;
   return {

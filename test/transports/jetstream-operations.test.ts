@@ -22,7 +22,8 @@ const skip = await natsSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
 const decode = (b: Uint8Array) => new TextDecoder().decode(b);
 
-describe.skipIf(Boolean(skip))('JetStream error-queue operations and inspection', () => {
+// Every case runs on error streams read with STREAM.MSG.GET (as streams made before they allowed direct gets) and with direct gets (as the transport makes them).
+describe.skipIf(Boolean(skip)).each([{ reads: 'msg-get', direct: false }, { reads: 'direct', direct: true }])('JetStream error-queue operations and inspection (reads: $reads)', ({ direct }) => {
   let nc: NatsConnection;
   let js: JetStreamClient;
   let jsm: JetStreamManager;
@@ -62,6 +63,7 @@ describe.skipIf(Boolean(skip))('JetStream error-queue operations and inspection'
       storage: StorageType.File,
       duplicate_window: 120_000_000_000,
       description: QUEUE_DESCRIPTION[kind],
+      allow_direct: direct && kind === 'error',
     });
   }
 
@@ -207,6 +209,61 @@ describe.skipIf(Boolean(skip))('JetStream error-queue operations and inspection'
     expect((await messagesOf(queue)).map((m) => m.id)).toEqual(Array.from({ length: count / 4 }, (_, i) => `m-${4 * i}`));
     expect((await messagesOf(other)).map((m) => m.id)).toEqual(Array.from({ length: count / 4 }, (_, i) => `m-${4 * i + 1}`));
     expect(await ops.count(errorQueue)).toBe(count / 2);
+  });
+
+  it('reads the error stream with direct gets only when it allows them', async () => {
+    open();
+    const { errorQueue } = await fill(3);
+    const used: string[] = [];
+    const spy = Object.create(jsm) as JetStreamManager;
+    const streams = Object.assign(Object.create(jsm.streams) as JetStreamManager['streams'], {
+      getMessage: (stream: string, query: Parameters<JetStreamManager['streams']['getMessage']>[1]) => {
+        used.push('msg-get');
+        return jsm.streams.getMessage(stream, query);
+      },
+    });
+    const directs = Object.assign(Object.create(jsm.direct) as JetStreamManager['direct'], {
+      getMessage: (stream: string, query: Parameters<JetStreamManager['direct']['getMessage']>[1]) => {
+        used.push('direct');
+        return jsm.direct.getMessage(stream, query);
+      },
+    });
+    Object.assign(spy, { streams, direct: directs });
+    const spied = new JetStreamOperations(async () => ({ js, jsm: spy }), names, clock);
+    const read: string[] = [];
+    for await (const page of spied.scan(errorQueue)) read.push(...page.map((e) => e.messageId));
+    expect(read).toEqual(['m-0', 'm-1', 'm-2']);
+    expect(new Set(used)).toEqual(new Set([direct ? 'direct' : 'msg-get']));
+  });
+
+  it('a bulk send-back does not send back an entry deleted after its page was read', async () => {
+    open();
+    const { queue, errorQueue, seqs } = await fill(12);
+    const stream = names.of(errorQueue).stream;
+    const victims = new Set(seqs.filter((_, i) => i % 3 === 1));
+    // Each victim is deleted by someone else once the pass has read its page, just before the pass reads it again.
+    const reread = (query: { seq?: number; next_by_subj?: string }) => query.next_by_subj === undefined && query.seq !== undefined && victims.has(query.seq);
+    const deleting = Object.create(jsm) as JetStreamManager;
+    const streams = Object.assign(Object.create(jsm.streams) as JetStreamManager['streams'], {
+      getMessage: async (name: string, query: Parameters<JetStreamManager['streams']['getMessage']>[1]) => {
+        if (reread(query as { seq?: number })) await jsm.streams.deleteMessage(stream, (query as { seq: number }).seq, false);
+        return jsm.streams.getMessage(name, query);
+      },
+    });
+    const directs = Object.assign(Object.create(jsm.direct) as JetStreamManager['direct'], {
+      getMessage: async (name: string, query: Parameters<JetStreamManager['direct']['getMessage']>[1]) => {
+        if (reread(query as { seq?: number })) await jsm.streams.deleteMessage(stream, (query as { seq: number }).seq, false);
+        return jsm.direct.getMessage(name, query);
+      },
+    });
+    Object.assign(deleting, { streams, direct: directs });
+    const racing = new JetStreamOperations(async () => ({ js, jsm: deleting }), names, clock);
+    const results: EntryResult[] = [];
+    const summary = await racing.sendBackEach(errorQueue, { select: () => true, onResult: (r) => results.push(r) });
+    expect(summary).toMatchObject({ read: 12, selected: 12, done: 8, gone: 4, failed: 0 });
+    expect(results.filter((r) => r.outcome === 'gone').map((r) => Number(r.entry.key))).toEqual([...victims]);
+    expect((await messagesOf(queue)).map((m) => m.id)).toEqual(seqs.flatMap((seq, i) => (victims.has(seq) ? [] : [`m-${i}`])));
+    expect(await ops.count(errorQueue)).toBe(0);
   });
 
   it('two send-backs racing for each entry send exactly one copy of it, and only the one whose deletion took the entry reports it sent', async () => {

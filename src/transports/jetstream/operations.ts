@@ -4,9 +4,10 @@
  * `transport.inspection`).
  *
  * An error queue is a stream, and an entry's key is its stream sequence.
- * Every read is a `STREAM.MSG.GET` (see ./stream-reader.ts): nothing is
- * delivered or held, so a pass never hides an entry from anyone (`unseen`
- * is always 0) and no consumer of the error queue is needed.
+ * Every read is a get of one message, direct where the stream allows it
+ * (see ./stream-reader.ts): nothing is delivered or held, so a pass never
+ * hides an entry from anyone (`unseen` is always 0) and no consumer of the
+ * error queue is needed.
  *
  * A send-back publishes the copy to the destination's stream with the
  * `Nats-Msg-Id` `sendback|<error stream>|<sequence>`, waits for the
@@ -17,7 +18,9 @@
  * of one entry send one copy the same way, and only the one whose deletion
  * removed the entry reports it sent; the others find it gone. A bulk
  * send-back does the same for up to {@link SEND_BACK_CONCURRENCY} entries of
- * a page at once, looking each destination's stream up once per page.
+ * a page at once, looking each destination's stream up once per page; it
+ * copies each entry as the page read it (a stream's message never changes)
+ * after reading it again only to learn it is still there.
  *
  * A send-back goes only to a queue whose stream exists and says it is a work
  * queue (`redeliver queue` in its description): one a message was sent to,
@@ -36,7 +39,7 @@ import { encodeNatsHeaders } from './codec.js';
 import type { JetStreamClients } from './connection.js';
 import { errorEntryOf, sequenceOfKey } from './error-entry.js';
 import { QUEUE_CONSUMER, QUEUE_DESCRIPTION, type JetStreamNames, type QueueNames } from './names.js';
-import { readStream } from './stream-reader.js';
+import { readerFor, readStream, type MessageReader } from './stream-reader.js';
 import { isNotFound } from './topology.js';
 
 /** The JetStream clients the operations use, from the transport's connection. */
@@ -94,18 +97,19 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
     const { jsm } = await this.#clients();
     const info = await this.#info(names.stream);
     if (info === undefined || skip >= info.state.messages) return [];
+    const read = readerFor(jsm, info);
     let from = info.state.first_seq;
     if ((info.state.num_deleted ?? 0) === 0) {
       from += skip;
       skip = 0;
     }
     while (skip > 0) {
-      const skipped = await readStream(jsm, names.stream, names.subject, { from, limit: Math.min(skip, SKIP_CHUNK) });
+      const skipped = await readStream(read, names.stream, names.subject, { from, limit: Math.min(skip, SKIP_CHUNK) });
       if (skipped.length === 0) return [];
       skip -= skipped.length;
       from = skipped[skipped.length - 1]!.seq + 1;
     }
-    const messages = await readStream(jsm, names.stream, names.subject, { from, limit });
+    const messages = await readStream(read, names.stream, names.subject, { from, limit });
     return messages.map((m) => errorEntryOf(errorQueue, names.stream, m));
   }
 
@@ -114,14 +118,18 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
    * stream held when the scan began.
    */
   async *scan(errorQueue: string, options: ScanOptions = {}): AsyncGenerator<ErrorEntry[]> {
-    const pageSize = pageSizeOf(options.pageSize);
     const names = this.#names.of(errorQueue);
-    const { jsm } = await this.#clients();
     const info = await this.#info(names.stream);
+    const { jsm } = await this.#clients();
+    yield* this.#scan(errorQueue, names, info, readerFor(jsm, info), pageSizeOf(options.pageSize));
+  }
+
+  /** {@link scan} of the stream `info` describes, read with `read`. */
+  async *#scan(errorQueue: string, names: QueueNames, info: StreamInfo | undefined, read: MessageReader, pageSize: number): AsyncGenerator<ErrorEntry[]> {
     if (info === undefined || info.state.messages === 0) return;
     const to = info.state.last_seq;
     for (let from = info.state.first_seq; from <= to; ) {
-      const messages = await readStream(jsm, names.stream, names.subject, { from, to, limit: pageSize });
+      const messages = await readStream(read, names.stream, names.subject, { from, to, limit: pageSize });
       if (messages.length === 0) return;
       from = messages[messages.length - 1]!.seq + 1;
       yield messages.map((m) => errorEntryOf(errorQueue, names.stream, m));
@@ -133,7 +141,7 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
     const seq = sequenceOfKey(key);
     if (seq === undefined) return undefined;
     const names = this.#names.of(errorQueue);
-    const message = await this.#read(names, seq);
+    const message = await this.#read(names, seq, await this.#plainReader());
     return message && errorEntryOf(errorQueue, names.stream, message);
   }
 
@@ -149,7 +157,10 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
   async sendBack(errorQueue: string, key: string, options: SendBackOptions = {}): Promise<string | undefined> {
     const seq = sequenceOfKey(key);
     if (seq === undefined) return undefined;
-    return this.#readAndSendBack(errorQueue, this.#names.of(errorQueue), seq, options, this.#kindLookup());
+    const names = this.#names.of(errorQueue);
+    const message = await this.#read(names, seq, await this.#plainReader());
+    if (message === undefined) return undefined;
+    return this.#sendBackRead(errorQueue, names, errorEntryOf(errorQueue, names.stream, message), options, this.#kindLookup());
   }
 
   /**
@@ -159,11 +170,16 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
    */
   override async sendBackEach(errorQueue: string, options: BulkSendBackOptions): Promise<BulkSummary> {
     const names = this.#names.of(errorQueue);
-    return sendBackEachInBatches(this.scan(errorQueue), (entry) => entry, options, (entries, destination) => {
+    const info = await this.#info(names.stream);
+    const { jsm } = await this.#clients();
+    const read = readerFor(jsm, info);
+    return sendBackEachInBatches(this.#scan(errorQueue, names, info, read, pageSizeOf(undefined)), (entry) => entry, options, (entries, destination) => {
       const kindOf = this.#kindLookup();
       return mapConcurrently(entries, SEND_BACK_CONCURRENCY, async (entry): Promise<EntryResult> => {
         try {
-          const queue = await this.#readAndSendBack(errorQueue, names, Number(entry.key), destination, kindOf);
+          // Read again just before the copy, so an entry deleted since the page was read does not come back.
+          const there = (await this.#read(names, Number(entry.key), read)) !== undefined;
+          const queue = there ? await this.#sendBackRead(errorQueue, names, entry, destination, kindOf) : undefined;
           return queue === undefined ? { outcome: 'gone', entry } : { outcome: 'sent', entry, queue };
         } catch (error) {
           return failureResult(entry, error);
@@ -172,11 +188,9 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
     });
   }
 
-  /** Reads entry `seq` of the queue's stream and sends it back (see {@link sendBack}); undefined when it is not there. */
-  async #readAndSendBack(errorQueue: string, names: QueueNames, seq: number, options: SendBackOptions, kindOf: KindLookup): Promise<string | undefined> {
-    const message = await this.#read(names, seq);
-    if (message === undefined) return undefined;
-    const entry = errorEntryOf(errorQueue, names.stream, message);
+  /** Sends back `entry`, just read from the queue's stream (see {@link sendBack}); undefined when another send-back deleted it first. */
+  async #sendBackRead(errorQueue: string, names: QueueNames, entry: ErrorEntry, options: SendBackOptions, kindOf: KindLookup): Promise<string | undefined> {
+    const seq = Number(entry.key);
     const destination = sendBackDestination(errorQueue, entry.messageId, entry.headers, options);
     checkWorkQueue(destination, await kindOf(destination), entry.messageId);
     const target = this.#names.of(destination);
@@ -247,7 +261,7 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
     const info = await this.#info(names.stream);
     if (info === undefined || info.state.messages === 0) return 0;
     const { jsm } = await this.#clients();
-    const messages = await readStream(jsm, names.stream, names.subject, { from: info.state.first_seq, limit });
+    const messages = await readStream(readerFor(jsm, info), names.stream, names.subject, { from: info.state.first_seq, limit });
     if (messages.length === 0) return 0;
     await store(messages.map((m) => errorEntryOf(errorQueue, names.stream, m)));
     for (let i = 0; i < messages.length; i += DELETE_CONCURRENCY) {
@@ -339,11 +353,16 @@ export class JetStreamOperations extends KeyedErrorQueueOperations implements Er
     return queue !== undefined && this.#names.of(queue).stream === info.config.name ? queue : undefined;
   }
 
-  /** The message `seq` of the queue's stream, or undefined when it is not there. */
-  async #read(names: QueueNames, seq: number): Promise<StoredMsg | undefined> {
+  /** Reads with `STREAM.MSG.GET`, which needs nothing known of the stream. */
+  async #plainReader(): Promise<MessageReader> {
     const { jsm } = await this.#clients();
+    return readerFor(jsm, undefined);
+  }
+
+  /** The message `seq` of the queue's stream, or undefined when it is not there. */
+  async #read(names: QueueNames, seq: number, read: MessageReader): Promise<StoredMsg | undefined> {
     try {
-      const message = await jsm.streams.getMessage(names.stream, { seq });
+      const message = await read(names.stream, { seq });
       return message === null || message.subject !== names.subject ? undefined : message;
     } catch (error) {
       if (isNotFound(error)) return undefined;

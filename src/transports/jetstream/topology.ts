@@ -171,6 +171,8 @@ export class Topology {
   #queueStreamConfig(names: QueueNames, kind: JetStreamQueueKind): Partial<StreamConfig> {
     const config: Partial<StreamConfig> = { ...this.#common(), name: names.stream, subjects: [names.subject], description: QUEUE_DESCRIPTION[kind] };
     if (kind === 'work' && this.#options.maxLength !== undefined) config.max_msgs = this.#options.maxLength;
+    // An error queue is read by the operator's passes a message at a time: direct gets answer with the message itself, not JSON around it.
+    if (kind === 'error') config.allow_direct = true;
     return config;
   }
 

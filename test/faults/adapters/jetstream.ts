@@ -21,7 +21,7 @@ import { NATS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
 import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type QueueNames } from '../../../src/transports/jetstream/names.js';
 import { JETSTREAM_DEFAULTS } from '../../../src/transports/jetstream/options.js';
-import { readStream } from '../../../src/transports/jetstream/stream-reader.js';
+import { readerFor, readStream } from '../../../src/transports/jetstream/stream-reader.js';
 import { isNotFound } from '../../../src/transports/jetstream/topology.js';
 import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
@@ -248,7 +248,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
 
   /** The message ids of every message of `stream` on `subject`, read without removing them; none when the stream does not exist. */
   async #ids(stream: string, subject: string): Promise<string[]> {
-    const messages = await readStream(this.#jsm, stream, subject, { from: 1, limit: Number.MAX_SAFE_INTEGER });
+    const messages = await readStream(readerFor(this.#jsm, undefined), stream, subject, { from: 1, limit: Number.MAX_SAFE_INTEGER });
     return messages.map((message) => {
       const decoded = decodeNatsHeaders(message.header);
       return decoded.id ?? decoded.natsMsgId ?? `${stream}:${message.seq}`;
