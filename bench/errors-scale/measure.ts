@@ -35,6 +35,39 @@ export async function timeIngest(transport: Transport, path: string, errorQueue:
   }
 }
 
+/**
+ * A text search (`count` of the entries whose text contains `text`) on a
+ * store opened for it, without catching up its full-text index: right after
+ * ingest it reads the entries past the index's mark directly. Checks the
+ * count is `expected`; resolves the time and the entries still waiting for
+ * the index.
+ */
+export function timeTextSearch(path: string, text: string, expected: number): { seconds: number; unindexed: number } {
+  const store = ErrorStore.open(path, { indexTextInBackground: false });
+  try {
+    const unindexed = store.database.prepare<[], number>(`SELECT count(*) FROM entries WHERE seq > (SELECT value FROM meta WHERE key = 'text_indexed')`).pluck(true).get()!;
+    const started = performance.now();
+    const found = store.count({ text, status: 'any' });
+    const seconds = secondsSince(started);
+    if (found !== expected) throw new Error(`a search for ${JSON.stringify(text)} found ${found} entries, expected ${expected}`);
+    return { seconds, unindexed };
+  } finally {
+    store.close();
+  }
+}
+
+/** Brings the full-text index of the store at `path` up to date (what the store does in the background after ingest); resolves the time. */
+export async function timeTextIndex(path: string): Promise<number> {
+  const store = ErrorStore.open(path, { indexTextInBackground: false });
+  try {
+    const started = performance.now();
+    await store.indexText();
+    return secondsSince(started);
+  } finally {
+    store.close();
+  }
+}
+
 /** `store.groups()` on a store opened for it: what `errors list --store` prints. */
 export function timeGroups(path: string): { seconds: number; groups: StoredGroup[] } {
   const started = performance.now();

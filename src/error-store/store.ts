@@ -12,6 +12,8 @@ import { nextTurn, SYNC_BUSY_WAIT_MS, writeWhenFree } from '../transports/sqlite
 import type { Headers } from '../transport/types.js';
 import { checkFilter, filterSql, type EntryFilter, type EntrySort } from './filter.js';
 import { openStoreDatabase } from './schema.js';
+import { indexTextStep, TextIndexCatchUp } from './text-index.js';
+import { silentLogger, type Logger } from '../logger.js';
 import type { EntryStatus, FailureRate, IngestEntry, IngestResult, RetryOutcome, StoredEntry, StoredEntryDetail, StoredGroup } from './types.js';
 import { preparePrivateFile } from '../util/private-file.js';
 
@@ -21,6 +23,21 @@ export interface ErrorStoreOptions {
   readonly clock?: Clock;
   /** How long a write waits for another process's lock before failing with `DatabaseBusyError`, ms. Default 5000. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Whether this store brings the full-text index up to date in the
+   * background (text-index.ts): from opening while entries wait to be
+   * indexed, and after each ingest. Search finds every entry either way.
+   * Default true.
+   */
+  readonly indexTextInBackground?: boolean;
+  /** Quiet time after the last ingest before the full-text index catches up, ms. Default 200. */
+  readonly textIndexIdleMs?: number;
+  /** While entries keep arriving, the full-text index catches up one step at least this often, ms. Default 2000. */
+  readonly textIndexMaxWaitMs?: number;
+  /** Entries the full-text index takes in per step (one short transaction). Default 500. */
+  readonly textIndexRowsPerStep?: number;
+  /** Where a failed background step of the full-text index is logged (the next step tries again). Default silent. */
+  readonly logger?: Logger;
 }
 
 /** A page of entries. */
@@ -136,6 +153,8 @@ export class ErrorStore {
   readonly #failedAgain: Database.Statement<[number, number, string]>;
   readonly #handled: Database.Statement<[number, number, string]>;
   readonly #bump: Database.Statement<[], number>;
+  readonly #textIndex: TextIndexCatchUp | undefined;
+  readonly #textIndexRowsPerStep: number;
   readonly #closed = { value: false };
 
   private constructor(path: string, options: ErrorStoreOptions) {
@@ -145,6 +164,9 @@ export class ErrorStore {
     if (!(Number.isSafeInteger(this.#busyTimeoutMs) && this.#busyTimeoutMs >= 0)) {
       throw new RangeError(`ErrorStore: busyTimeoutMs must be a whole number >= 0, got ${options.busyTimeoutMs}`);
     }
+    this.#textIndexRowsPerStep = wholeOption('textIndexRowsPerStep', options.textIndexRowsPerStep ?? 500, 1, 100_000);
+    const idleMs = wholeOption('textIndexIdleMs', options.textIndexIdleMs ?? 200, 0, 3_600_000);
+    const maxWaitMs = wholeOption('textIndexMaxWaitMs', options.textIndexMaxWaitMs ?? 2_000, 0, 3_600_000);
     const db = (this.#db = openStoreDatabase(path, SYNC_BUSY_WAIT_MS));
     this.#insert = db.prepare(
       `INSERT INTO entries (key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
@@ -162,6 +184,19 @@ export class ErrorStore {
        WHERE message_id = ? AND status IN ('retrying', 'retried', 'replaced') AND outcome IS NULL`,
     );
     this.#bump = db.prepare<[], number>(`UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value`).pluck(true);
+    if (options.indexTextInBackground ?? true) {
+      const logger = options.logger ?? silentLogger;
+      this.#textIndex = new TextIndexCatchUp({
+        db,
+        clock: this.#clock,
+        busyTimeoutMs: this.#busyTimeoutMs,
+        idleMs,
+        maxWaitMs,
+        rowsPerStep: this.#textIndexRowsPerStep,
+        onError: (error) => logger.warn({ err: error, store: path }, 'error store: the full-text index could not catch up this time; trying again'),
+      });
+      if (this.textIndexBehind()) this.#textIndex.start();
+    }
   }
 
   /**
@@ -199,7 +234,35 @@ export class ErrorStore {
         }
         return { stored, duplicates: rows.length - stored, failedAgain };
       }).immediate(),
-    );
+    ).then((result) => {
+      if (result.stored > 0) this.#textIndex?.written();
+      return result;
+    });
+  }
+
+  /** Whether entries wait to be taken into the full-text index (search finds them meanwhile, by reading them). */
+  textIndexBehind(): boolean {
+    this.#open();
+    return this.#db.prepare<[], number>(`SELECT coalesce(max(seq), 0) > (SELECT value FROM meta WHERE key = 'text_indexed') FROM entries`).pluck(true).get() === 1;
+  }
+
+  /**
+   * Takes every entry not yet in the full-text index into it now, a step
+   * (`textIndexRowsPerStep` entries, one transaction) at a time, yielding
+   * between steps; what the background catch-up does without waiting for a
+   * quiet moment. Resolves the entries indexed.
+   */
+  async indexText(): Promise<number> {
+    this.#open();
+    let total = 0;
+    for (;;) {
+      const indexed = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
+        this.#db.transaction(() => indexTextStep(this.#db, this.#textIndexRowsPerStep)).immediate(),
+      );
+      total += indexed;
+      if (indexed < this.#textIndexRowsPerStep) return total;
+      await nextTurn();
+    }
   }
 
   /** Marks the sent-back entries of these message ids `handled` (their handlers succeeded). Resolves how many entries changed. */
@@ -537,6 +600,7 @@ export class ErrorStore {
   close(): void {
     if (this.#closed.value) return;
     this.#closed.value = true;
+    this.#textIndex?.stop();
     this.#db.close();
   }
 
@@ -623,6 +687,12 @@ function detailOf(row: DetailRow): StoredEntryDetail {
     ...(row.deleted_at === null ? {} : { deletedAt: row.deleted_at }),
     ...(row.deleted_by === null ? {} : { deletedBy: row.deleted_by }),
   };
+}
+
+/** Checks a whole-number option of {@link ErrorStore.open} and returns it. */
+function wholeOption(name: string, value: number, min: number, max: number): number {
+  if (!(Number.isSafeInteger(value) && value >= min && value <= max)) throw new RangeError(`ErrorStore: ${name} must be a whole number from ${min} to ${max}, got ${value}`);
+  return value;
 }
 
 /** Throws a RangeError unless `by` names who is writing (1 to 200 characters). */
