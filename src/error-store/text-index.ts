@@ -10,7 +10,7 @@
  * that keep the index in step with a changed row act only on rows at or
  * below the mark (see schema.ts).
  */
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import type { Clock } from '../time/clock.js';
 import { writeWhenFree } from '../transports/sqlite/busy.js';
 import type { SqlCondition } from './filter.js';
@@ -23,16 +23,49 @@ const MARK = `(SELECT value FROM meta WHERE key = 'text_indexed')`;
 
 /**
  * Folds text as the trigram tokenizer does when it matches case-insensitively:
- * each character on its own to its lower-case form (a character whose lower
- * case is more than one character stays as it is), diacritics kept.
+ * each character on its own, by the tokenizer's own table (diacritics kept).
  */
 export function foldText(text: string): string {
+  const folds = trigramFolds();
   let folded = '';
-  for (const char of text) {
-    const lower = char.toLowerCase();
-    folded += lower.length === char.length || [...lower].length === 1 ? lower : char;
-  }
+  for (const char of text) folded += folds.get(char) ?? char;
   return folded;
+}
+
+/** The characters the trigram tokenizer folds to another, read once per process. */
+let folds: Map<string, string> | undefined;
+
+/**
+ * Asks SQLite's trigram tokenizer itself how it folds each character that
+ * has a case (the characters JavaScript upper- or lower-cases, up to U+1FFFF,
+ * which holds every cased letter): a document of the character three times
+ * is one trigram, which `fts5vocab` shows folded. SQLite's table follows its
+ * own Unicode version and case folding (`ſ` is `s`, `µ` is `μ`), which
+ * JavaScript's lower-casing does not reproduce.
+ */
+function trigramFolds(): Map<string, string> {
+  if (folds) return folds;
+  const cased: string[] = [];
+  for (let code = 0; code < 0x20000; code++) {
+    if (code >= 0xd800 && code < 0xe000) continue;
+    const char = String.fromCodePoint(code);
+    if (char.toLowerCase() !== char || char.toUpperCase() !== char) cased.push(char);
+  }
+  const db = new Database(':memory:');
+  try {
+    db.exec(`CREATE VIRTUAL TABLE cased USING fts5(text, tokenize = 'trigram'); CREATE VIRTUAL TABLE terms USING fts5vocab(cased, 'instance');`);
+    const insert = db.prepare<[number, string]>('INSERT INTO cased (rowid, text) VALUES (?, ?)');
+    db.transaction(() => cased.forEach((char, i) => insert.run(i, char.repeat(3))))();
+    const found = new Map<string, string>();
+    for (const { doc, term } of db.prepare<[], { doc: number; term: string }>('SELECT doc, term FROM terms').all()) {
+      const char = cased[doc]!;
+      const folded = String.fromCodePoint(term.codePointAt(0)!);
+      if (folded !== char) found.set(char, folded);
+    }
+    return (folds = found);
+  } finally {
+    db.close();
+  }
 }
 
 /** Registers the SQL function the text condition uses on entries past the mark; every connection to a store file needs it. */
