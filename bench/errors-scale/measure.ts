@@ -8,6 +8,7 @@ import { createWriteStream } from 'node:fs';
 import { ErrorStore } from '../../src/error-store/store.js';
 import { Ingester } from '../../src/error-store/ingester.js';
 import { RetryJobs } from '../../src/error-store/retry-jobs.js';
+import { unindexedCount } from '../../src/error-store/text-index.js';
 import type { StoredGroup } from '../../src/error-store/types.js';
 import { utf8 } from '../../src/operations/body-preview.js';
 import type { Transport } from '../../src/transport/types.js';
@@ -45,7 +46,7 @@ export async function timeIngest(transport: Transport, path: string, errorQueue:
 export function timeTextSearch(path: string, text: string, expected: number): { seconds: number; unindexed: number } {
   const store = ErrorStore.open(path, { indexTextInBackground: false });
   try {
-    const unindexed = store.database.prepare<[], number>(`SELECT count(*) FROM entries WHERE seq > (SELECT value FROM meta WHERE key = 'text_indexed')`).pluck(true).get()!;
+    const unindexed = unindexedCount(store.database);
     const started = performance.now();
     const found = store.count({ text, status: 'any' });
     const seconds = secondsSince(started);
