@@ -26,11 +26,14 @@ const MARK = `(SELECT value FROM meta WHERE key = 'text_indexed')`;
  * each character on its own, by the tokenizer's own table (diacritics kept).
  */
 export function foldText(text: string): string {
+  if (ASCII.test(text)) return text.toLowerCase(); // the tokenizer folds A to Z as lower-casing does, and nothing else below U+0080
   const folds = trigramFolds();
   let folded = '';
   for (const char of text) folded += folds.get(char) ?? char;
   return folded;
 }
+
+const ASCII = /^[\x00-\x7f]*$/;
 
 /** The characters the trigram tokenizer folds to another, read once per process. */
 let folds: Map<string, string> | undefined;
