@@ -8,6 +8,7 @@ import { createWriteStream } from 'node:fs';
 import { ErrorStore } from '../../src/error-store/store.js';
 import { Ingester } from '../../src/error-store/ingester.js';
 import { RetryJobs } from '../../src/error-store/retry-jobs.js';
+import { unindexedCount } from '../../src/error-store/text-index.js';
 import type { StoredGroup } from '../../src/error-store/types.js';
 import { utf8 } from '../../src/operations/body-preview.js';
 import type { Transport } from '../../src/transport/types.js';
@@ -30,6 +31,39 @@ export async function timeIngest(transport: Transport, path: string, errorQueue:
     const stored = store.count({ errorQueue });
     if (stored !== expected) throw new Error(`ingest stored ${stored} entries of ${errorQueue}, expected ${expected} (stats ${JSON.stringify(ingester.stats)})`);
     return seconds;
+  } finally {
+    store.close();
+  }
+}
+
+/**
+ * A text search (`count` of the entries whose text contains `text`) on a
+ * store opened for it, without catching up its full-text index: right after
+ * ingest it reads the entries past the index's mark directly. Checks the
+ * count is `expected`; resolves the time and the entries still waiting for
+ * the index.
+ */
+export function timeTextSearch(path: string, text: string, expected: number): { seconds: number; unindexed: number } {
+  const store = ErrorStore.open(path, { indexTextInBackground: false });
+  try {
+    const unindexed = unindexedCount(store.database);
+    const started = performance.now();
+    const found = store.count({ text, status: 'any' });
+    const seconds = secondsSince(started);
+    if (found !== expected) throw new Error(`a search for ${JSON.stringify(text)} found ${found} entries, expected ${expected}`);
+    return { seconds, unindexed };
+  } finally {
+    store.close();
+  }
+}
+
+/** Brings the full-text index of the store at `path` up to date (what the store does in the background after ingest); resolves the time. */
+export async function timeTextIndex(path: string): Promise<number> {
+  const store = ErrorStore.open(path, { indexTextInBackground: false });
+  try {
+    const started = performance.now();
+    await store.indexText();
+    return secondsSince(started);
   } finally {
     store.close();
   }

@@ -40,7 +40,7 @@ import { SqliteTransport } from '../../src/transports/sqlite/index.js';
 import { deleteDelayTopology } from '../../test/support/delay-topology.js';
 import { countOfKind, FAILURE_KINDS } from '../errors-scale/entries.js';
 import { fillRabbitMq, fillSqlite, type FillPlan } from '../errors-scale/fill.js';
-import { secondsSince, timeExport, timeFirstPage, timeGroups, timeIngest, timeRetryGroup } from '../errors-scale/measure.js';
+import { secondsSince, timeExport, timeFirstPage, timeGroups, timeIngest, timeRetryGroup, timeTextIndex, timeTextSearch } from '../errors-scale/measure.js';
 import { positiveArg, printJson, printTable, roundTo } from '../report.js';
 
 type TransportName = 'rabbitmq' | 'sqlite';
@@ -62,6 +62,14 @@ interface Figures {
   ingestCpuSeconds: number;
   /** CPU time of the process during export. */
   exportCpuSeconds: number;
+  /** A text search right after ingest, before the full-text index caught up (the entries past its mark read directly). */
+  textSearchSeconds: number;
+  /** Entries not yet in the full-text index when that search ran. */
+  textUnindexed: number;
+  /** Bringing the full-text index up to date after ingest (what the store does in the background at quiet moments). */
+  textIndexSeconds: number;
+  /** CPU time of the process during that catch-up. */
+  textIndexCpuSeconds: number;
 }
 
 interface Baseline {
@@ -134,6 +142,10 @@ export async function run(args: string[]): Promise<void> {
         'export s': f.exportSeconds.toFixed(3),
         'ingest CPU s': f.ingestCpuSeconds.toFixed(3),
         'export CPU s': f.exportCpuSeconds.toFixed(3),
+        'text search s': f.textSearchSeconds.toFixed(3),
+        'not indexed': f.textUnindexed,
+        'index catch-up s': f.textIndexSeconds.toFixed(3),
+        'catch-up CPU s': f.textIndexCpuSeconds.toFixed(3),
       })),
     ),
   );
@@ -189,6 +201,10 @@ async function measure(transport: Transport, dir: string, name: TransportName, p
   const ingestCpu = process.cpuUsage();
   const ingestSeconds = await timeIngest(transport, storePath, plan.errorQueue, plan.n, batchSize);
   const ingestCpuSeconds = cpuSecondsSince(ingestCpu);
+  const search = timeTextSearch(storePath, 'insufficient funds', countOfKind(plan.n, 0));
+  const textIndexCpu = process.cpuUsage();
+  const textIndexSeconds = await timeTextIndex(storePath);
+  const textIndexCpuSeconds = cpuSecondsSince(textIndexCpu);
   const list = timeGroups(storePath);
   checkGroups(list.groups, plan.n);
   const firstPageSeconds = timeFirstPage(storePath);
@@ -201,7 +217,8 @@ async function measure(transport: Transport, dir: string, name: TransportName, p
   const retried = list.groups.find((g) => g.count === tenth)!;
   const retryGroupSeconds = await timeRetryGroup(transport, storePath, retried.signature.id, plan.workQueue, tenth);
   const r = (s: number) => roundTo(s, 3);
-  return { ingestSeconds: r(ingestSeconds), listSeconds: r(list.seconds), firstPageSeconds: r(firstPageSeconds), retryGroupSeconds: r(retryGroupSeconds), exportSeconds: r(exported.seconds), ingestCpuSeconds: r(ingestCpuSeconds), exportCpuSeconds: r(exportCpuSeconds) };
+  return { ingestSeconds: r(ingestSeconds), listSeconds: r(list.seconds), firstPageSeconds: r(firstPageSeconds), retryGroupSeconds: r(retryGroupSeconds), exportSeconds: r(exported.seconds), ingestCpuSeconds: r(ingestCpuSeconds), exportCpuSeconds: r(exportCpuSeconds),
+    textSearchSeconds: r(search.seconds), textUnindexed: search.unindexed, textIndexSeconds: r(textIndexSeconds), textIndexCpuSeconds: r(textIndexCpuSeconds) };
 }
 
 /** User + system CPU seconds of this process since `start`. */

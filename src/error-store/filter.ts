@@ -1,3 +1,4 @@
+import { indexedTextCondition } from './text-index.js';
 import type { EntryStatus } from './types.js';
 
 /**
@@ -19,7 +20,9 @@ export interface EntryFilter {
   readonly endpoint?: string;
   /**
    * Text that the error message, the error name, the message id or the key
-   * contains, case-insensitively; looked up in the store's full-text index.
+   * contains, case-insensitively; looked up in the store's full-text index
+   * (and, for entries the index has not caught up with yet, in the entries
+   * themselves).
    * Text of one or two characters is too short for the index: it is looked
    * for among the newest {@link SHORT_TEXT_WINDOW} entries only.
    */
@@ -116,14 +119,14 @@ export function filterSql(filter: EntryFilter): SqlCondition {
 }
 
 /**
- * The text filter: a phrase query of the trigram index (substrings of three
- * characters or more), or, for shorter text, LIKE over the newest
+ * The text filter: for three characters or more, the trigram index and the
+ * entries past its mark (text-index.ts), or, for shorter text, LIKE over the newest
  * {@link SHORT_TEXT_WINDOW} entries (counted back from `maxSeq` when given,
  * so a bulk action's count and its chunks read the same window).
  */
 function textCondition(text: string, maxSeq: number | undefined): SqlCondition {
   if ([...text].length >= 3) {
-    return { where: 'seq IN (SELECT rowid FROM entries_text WHERE entries_text MATCH @text)', params: { text: `"${text.replaceAll('"', '""')}"` } };
+    return indexedTextCondition(text);
   }
   const top = maxSeq === undefined ? '(SELECT coalesce(max(seq), 0) FROM entries)' : '@maxSeq';
   const like = ['message', 'error_name', 'message_id', 'key'].map((column) => `${column} LIKE @text ESCAPE '\\'`).join(' OR ');

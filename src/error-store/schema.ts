@@ -16,9 +16,11 @@
  *   counter when the row last changed, for live updates.
  * - `entries_text`: a full-text index (FTS5, trigram tokenizer) of the
  *   columns the text filter searches (message, error name, message id,
- *   key), with `entries` as its content and `seq` as its rowid; triggers
- *   keep it in step with every insert, change and removal of a row.
- * - `meta`: the change counter.
+ *   key), with `entries` as its content and `seq` as its rowid. It is
+ *   filled outside the ingest transaction, up to the mark
+ *   `meta.text_indexed` (text-index.ts); triggers keep it in step with a
+ *   change or removal of a row at or below the mark.
+ * - `meta`: the change counter and the full-text index's mark.
  * - the retry tables (`retry_jobs`, `retry_job_items`, `edits`): see
  *   retry-job-tables.ts.
  *
@@ -27,6 +29,7 @@
  */
 import Database from 'better-sqlite3';
 import { RETRY_TABLES_V1 } from './retry-job-tables.js';
+import { registerTextSearch } from './text-index.js';
 
 /**
  * The steps from one layout to the next: step `n` (index `n - 1`) takes a
@@ -107,6 +110,20 @@ INSERT INTO entries_text (entries_text) VALUES ('rebuild');
 ALTER TABLE entries ADD COLUMN deleted_at INTEGER;
 ALTER TABLE entries ADD COLUMN deleted_by TEXT;
 `,
+  // 5: the full-text index filled outside the ingest transaction, up to a mark; every entry stored so far is indexed.
+  `
+DROP TRIGGER entries_text_insert;
+DROP TRIGGER entries_text_delete;
+DROP TRIGGER entries_text_update;
+INSERT INTO meta (key, value) SELECT 'text_indexed', coalesce(max(seq), 0) FROM entries;
+CREATE TRIGGER entries_text_delete AFTER DELETE ON entries WHEN old.seq <= (SELECT value FROM meta WHERE key = 'text_indexed') BEGIN
+  INSERT INTO entries_text (entries_text, rowid, message, error_name, message_id, key) VALUES ('delete', old.seq, old.message, old.error_name, old.message_id, old.key);
+END;
+CREATE TRIGGER entries_text_update AFTER UPDATE OF message, error_name, message_id, key ON entries WHEN old.seq <= (SELECT value FROM meta WHERE key = 'text_indexed') BEGIN
+  INSERT INTO entries_text (entries_text, rowid, message, error_name, message_id, key) VALUES ('delete', old.seq, old.message, old.error_name, old.message_id, old.key);
+  INSERT INTO entries_text (rowid, message, error_name, message_id, key) VALUES (new.seq, new.message, new.error_name, new.message_id, new.key);
+END;
+`,
 ];
 
 /** The schema version this build writes: the number of {@link MIGRATIONS}. */
@@ -116,7 +133,7 @@ export const ERROR_STORE_SCHEMA_VERSION = MIGRATIONS.length;
  * Opens (creating if needed) an error store file: WAL mode, full
  * durability (an ingested entry is acknowledged to its broker only after
  * the commit, so the commit must survive a power cut), a short synchronous
- * busy wait, and the schema, migrating a file an earlier build made (in one
+ * busy wait, the SQL function text search needs, and the schema, migrating a file an earlier build made (in one
  * transaction). A file from a newer build is refused, as is a SQLite file of
  * something else.
  */
@@ -140,6 +157,7 @@ export function openStoreDatabase(path: string, syncBusyWaitMs: number): Databas
       }).immediate();
     }
     db.pragma(`busy_timeout = ${syncBusyWaitMs}`);
+    registerTextSearch(db);
     return db;
   } catch (error) {
     db.close();

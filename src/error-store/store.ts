@@ -12,6 +12,8 @@ import { nextTurn, SYNC_BUSY_WAIT_MS, writeWhenFree } from '../transports/sqlite
 import type { Headers } from '../transport/types.js';
 import { checkFilter, filterSql, type EntryFilter, type EntrySort } from './filter.js';
 import { openStoreDatabase } from './schema.js';
+import { indexTextStep, TextIndexCatchUp } from './text-index.js';
+import { silentLogger, type Logger } from '../logger.js';
 import type { EntryStatus, FailureRate, IngestEntry, IngestResult, RetryOutcome, StoredEntry, StoredEntryDetail, StoredGroup } from './types.js';
 import { preparePrivateFile } from '../util/private-file.js';
 
@@ -21,6 +23,21 @@ export interface ErrorStoreOptions {
   readonly clock?: Clock;
   /** How long a write waits for another process's lock before failing with `DatabaseBusyError`, ms. Default 5000. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Whether this store brings the full-text index up to date in the
+   * background (text-index.ts): from opening while entries wait to be
+   * indexed, and after each ingest. Search finds every entry either way.
+   * Default true.
+   */
+  readonly indexTextInBackground?: boolean;
+  /** Quiet time after the last ingest before the full-text index catches up, ms. Default 200. */
+  readonly textIndexIdleMs?: number;
+  /** While entries keep arriving, the full-text index catches up one step at least this often, ms. Default 2000. */
+  readonly textIndexMaxWaitMs?: number;
+  /** Entries the full-text index takes in per step (one short transaction). Default 500. */
+  readonly textIndexRowsPerStep?: number;
+  /** Where a failed background step of the full-text index is logged (the next step tries again). Default silent. */
+  readonly logger?: Logger;
 }
 
 /** A page of entries. */
@@ -132,10 +149,12 @@ export class ErrorStore {
   readonly #db: Database.Database;
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
-  readonly #insert: Database.Statement;
+  readonly #insert: Database.Statement<[InsertParams]>;
   readonly #failedAgain: Database.Statement<[number, number, string]>;
   readonly #handled: Database.Statement<[number, number, string]>;
   readonly #bump: Database.Statement<[], number>;
+  readonly #textIndex: TextIndexCatchUp | undefined;
+  readonly #textIndexRowsPerStep: number;
   readonly #closed = { value: false };
 
   private constructor(path: string, options: ErrorStoreOptions) {
@@ -145,12 +164,14 @@ export class ErrorStore {
     if (!(Number.isSafeInteger(this.#busyTimeoutMs) && this.#busyTimeoutMs >= 0)) {
       throw new RangeError(`ErrorStore: busyTimeoutMs must be a whole number >= 0, got ${options.busyTimeoutMs}`);
     }
+    this.#textIndexRowsPerStep = wholeOption('textIndexRowsPerStep', options.textIndexRowsPerStep ?? 500, 1, 100_000);
+    const idleMs = wholeOption('textIndexIdleMs', options.textIndexIdleMs ?? 200, 0, 3_600_000);
+    const maxWaitMs = wholeOption('textIndexMaxWaitMs', options.textIndexMaxWaitMs ?? 2_000, 0, 3_600_000);
     const db = (this.#db = openStoreDatabase(path, SYNC_BUSY_WAIT_MS));
-    this.#insert = db.prepare(
+    this.#insert = db.prepare<[InsertParams]>(
       `INSERT INTO entries (key, error_queue, message_id, original_queue, endpoint, host, reason, error_name, message, top_frame, signature,
          failed_at, ingested_at, replay_count, headers, body, status, version)
-       VALUES (@key, @errorQueue, @messageId, @originalQueue, @endpoint, @host, @reason, @errorName, @message, @topFrame, @signature,
-         @failedAt, @ingestedAt, @replayCount, @headers, @body, 'failed', @version)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'failed', ?)
        ON CONFLICT (key) DO NOTHING`,
     );
     this.#failedAgain = db.prepare(
@@ -162,6 +183,19 @@ export class ErrorStore {
        WHERE message_id = ? AND status IN ('retrying', 'retried', 'replaced') AND outcome IS NULL`,
     );
     this.#bump = db.prepare<[], number>(`UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value`).pluck(true);
+    if (options.indexTextInBackground ?? true) {
+      const logger = options.logger ?? silentLogger;
+      this.#textIndex = new TextIndexCatchUp({
+        db,
+        clock: this.#clock,
+        busyTimeoutMs: this.#busyTimeoutMs,
+        idleMs,
+        maxWaitMs,
+        rowsPerStep: this.#textIndexRowsPerStep,
+        onError: (error) => logger.warn({ err: error, store: path }, 'error store: the full-text index could not catch up this time; trying again'),
+      });
+      if (this.textIndexBehind()) this.#textIndex.start();
+    }
   }
 
   /**
@@ -193,13 +227,43 @@ export class ErrorStore {
         let stored = 0;
         let failedAgain = 0;
         for (const row of rows) {
-          if (this.#insert.run({ ...row, version }).changes === 0) continue;
+          row[16] = version;
+          if (this.#insert.run(row).changes === 0) continue;
           stored++;
-          if (row.replayCount > 0) failedAgain += this.#failedAgain.run(now, version, row.messageId).changes;
+          const replayCount = row[13];
+          if (replayCount > 0) failedAgain += this.#failedAgain.run(now, version, row[2]).changes;
         }
         return { stored, duplicates: rows.length - stored, failedAgain };
       }).immediate(),
-    );
+    ).then((result) => {
+      if (result.stored > 0) this.#textIndex?.written();
+      return result;
+    });
+  }
+
+  /** Whether entries wait to be taken into the full-text index (search finds them meanwhile, by reading them). */
+  textIndexBehind(): boolean {
+    this.#open();
+    return this.#db.prepare<[], number>(`SELECT coalesce(max(seq), 0) > (SELECT value FROM meta WHERE key = 'text_indexed') FROM entries`).pluck(true).get() === 1;
+  }
+
+  /**
+   * Takes every entry not yet in the full-text index into it now, a step
+   * (`textIndexRowsPerStep` entries, one transaction) at a time, yielding
+   * between steps; what the background catch-up does without waiting for a
+   * quiet moment. Resolves the entries indexed.
+   */
+  async indexText(): Promise<number> {
+    this.#open();
+    let total = 0;
+    for (;;) {
+      const indexed = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
+        this.#db.transaction(() => indexTextStep(this.#db, this.#textIndexRowsPerStep)).immediate(),
+      );
+      total += indexed;
+      if (indexed < this.#textIndexRowsPerStep) return total;
+      await nextTurn();
+    }
   }
 
   /** Marks the sent-back entries of these message ids `handled` (their handlers succeeded). Resolves how many entries changed. */
@@ -537,6 +601,7 @@ export class ErrorStore {
   close(): void {
     if (this.#closed.value) return;
     this.#closed.value = true;
+    this.#textIndex?.stop();
     this.#db.close();
   }
 
@@ -545,30 +610,56 @@ export class ErrorStore {
   }
 }
 
-function rowOf(entry: IngestEntry, now: number) {
+/**
+ * The parameters of the insert statement, in its column order (positional:
+ * binding an array costs far less than naming 17 parameters per entry); the
+ * last, the change counter, is set inside the transaction.
+ */
+type InsertParams = [
+  key: string,
+  errorQueue: string,
+  messageId: string,
+  originalQueue: string,
+  endpoint: string,
+  host: string,
+  reason: string,
+  errorName: string,
+  message: string,
+  topFrame: string,
+  signature: string,
+  failedAt: number,
+  ingestedAt: number,
+  replayCount: number,
+  headers: string,
+  body: Buffer,
+  version: number,
+];
+
+function rowOf(entry: IngestEntry, now: number): InsertParams {
   const headers = entry.headers;
   const get = (name: string) => (Object.hasOwn(headers, name) && typeof headers[name] === 'string' ? headers[name]! : '');
   const signature = signatureOf(headers);
   const failedAt = Date.parse(get(HEADER.failureTime));
   const replayCount = Number(get(HEADER.replayCount));
-  return {
-    key: entryKeyFromHeaders(entry.messageId, headers, entry.body),
-    errorQueue: entry.errorQueue,
-    messageId: entry.messageId,
-    originalQueue: get(HEADER.failureQueue),
-    endpoint: get(HEADER.failureEndpoint),
-    host: get(HEADER.failureHost),
-    reason: signature.reason,
-    errorName: signature.errorName,
-    message: get(HEADER.failureMessage).slice(0, 4_096),
-    topFrame: signature.topFrame,
-    signature: signature.id,
-    failedAt: Number.isFinite(failedAt) ? failedAt : now,
-    ingestedAt: now,
-    replayCount: Number.isSafeInteger(replayCount) && replayCount > 0 ? replayCount : 0,
-    headers: JSON.stringify(headers),
-    body: Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength),
-  };
+  return [
+    entryKeyFromHeaders(entry.messageId, headers, entry.body),
+    entry.errorQueue,
+    entry.messageId,
+    get(HEADER.failureQueue),
+    get(HEADER.failureEndpoint),
+    get(HEADER.failureHost),
+    signature.reason,
+    signature.errorName,
+    get(HEADER.failureMessage).slice(0, 4_096),
+    signature.topFrame,
+    signature.id,
+    Number.isFinite(failedAt) ? failedAt : now,
+    now,
+    Number.isSafeInteger(replayCount) && replayCount > 0 ? replayCount : 0,
+    JSON.stringify(headers),
+    Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength),
+    0,
+  ];
 }
 
 function signatureFromRow(id: string, reason: string, errorName: string, message: string, topFrame: string): FailureSignature {
@@ -623,6 +714,12 @@ function detailOf(row: DetailRow): StoredEntryDetail {
     ...(row.deleted_at === null ? {} : { deletedAt: row.deleted_at }),
     ...(row.deleted_by === null ? {} : { deletedBy: row.deleted_by }),
   };
+}
+
+/** Checks a whole-number option of {@link ErrorStore.open} and returns it. */
+function wholeOption(name: string, value: number, min: number, max: number): number {
+  if (!(Number.isSafeInteger(value) && value >= min && value <= max)) throw new RangeError(`ErrorStore: ${name} must be a whole number from ${min} to ${max}, got ${value}`);
+  return value;
 }
 
 /** Throws a RangeError unless `by` names who is writing (1 to 200 characters). */

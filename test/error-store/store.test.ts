@@ -256,7 +256,7 @@ describe('ErrorStore', () => {
     const made = ErrorStore.open(file, { clock: new FakeClock(T0) });
     await made.ingest([entry('m1', 'card declined', 1)]);
     // Back to version 2: no index, no triggers; an entry stored by that build.
-    made.database.exec(`DROP TRIGGER entries_text_insert; DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text;
+    made.database.exec(`DROP TRIGGER entries_text_delete; DROP TRIGGER entries_text_update; DROP TABLE entries_text; DELETE FROM meta WHERE key = 'text_indexed';
       ALTER TABLE entries DROP COLUMN deleted_at; ALTER TABLE entries DROP COLUMN deleted_by`);
     made.database.pragma('user_version = 2');
     made.close();
