@@ -3,8 +3,9 @@
  * blocking it, as a slow script or a queue of sends would) keeps reading and
  * settling: its reads have their own connection and do not wait for the
  * upkeep (promotion of due retries, takeover of expired leases) queued on
- * the command connection, and its settlements have theirs. Works under a
- * key prefix of its own on the shared server.
+ * the command connection, and its settlements have theirs. A takeover of
+ * expired leases beside the reads never lets the consumer hold more than its
+ * prefetch. Works under a key prefix of its own on the shared server.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -92,5 +93,45 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
     await waitFor(() => acked.length === 6 || !c.isBlocked(), BLOCK_SECONDS * 1000 + 5_000, 'six acks');
     expect(acked.sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
     expect(c.isBlocked()).toBe(true);
+  });
+
+  it('takes over expired leases beside its reads without ever holding more than its prefetch', async () => {
+    const queue = `q-${randomUUID().slice(0, 8)}`;
+    const producer = open();
+    const abandoning = open();
+    const taken: Delivery[] = [];
+    const first = await abandoning.consume(queue, (d) => void taken.push(d), { prefetch: 4, leaseMs: 300 });
+    for (let i = 0; i < 4; i++) await producer.send(queue, { id: `old${i}`, body: text(String(i)), headers: {} });
+    await waitFor(() => taken.length === 4, 10_000, 'four deliveries left unsettled');
+    await first.close();
+
+    const prefetch = 3;
+    let held = 0;
+    let mostHeld = 0;
+    const acked = new Map<string, number>();
+    const consumer = open();
+    await consumer.consume(
+      queue,
+      (d) => {
+        held++;
+        mostHeld = Math.max(mostHeld, held);
+        void sleep(10)
+          .then(() => d.ack())
+          .then(() => acked.set(d.id, d.deliveryCount))
+          .finally(() => held--);
+      },
+      { prefetch, leaseMs: 300 },
+    );
+    // New messages keep coming until well past the abandoned leases' end, so takeovers and reads overlap.
+    const fresh: string[] = [];
+    for (let i = 0; i < 120; i++) {
+      fresh.push(`new${i}`);
+      await producer.send(queue, { id: `new${i}`, body: text(String(i)), headers: {} });
+      await sleep(5);
+    }
+    await waitFor(() => acked.size === 124, 15_000, 'every ack');
+    expect(mostHeld).toBeLessThanOrEqual(prefetch);
+    expect([...acked.keys()].sort()).toEqual([...fresh, 'old0', 'old1', 'old2', 'old3'].sort());
+    for (let i = 0; i < 4; i++) expect(acked.get(`old${i}`)).toBe(2);
   });
 });
