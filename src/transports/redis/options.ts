@@ -15,8 +15,10 @@ export interface RedisTransportOptions {
   /**
    * An ioredis client the application already has. The transport sends its
    * commands on it, never changes its options and never closes it; each
-   * consumer gets a `duplicate()` of it for its blocking reads. Default
-   * none: the transport opens its own clients from `url`.
+   * consumer gets a `duplicate()` of it for its blocking reads, and the
+   * transport one more for its settlements (opened with its first consumer,
+   * closed with it). Default none: the transport opens its own clients from
+   * `url`.
    */
   readonly client?: Redis;
   /**

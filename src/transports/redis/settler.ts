@@ -1,6 +1,7 @@
 import type { RedisKeys, QueueKeys } from './keys.js';
 import { GROUP, SETTLED_RECORD_MS } from './keys.js';
 import type { ScriptRunner } from './scripts/runner.js';
+import { EXTEND } from './scripts/extend.js';
 import { SETTLE, SETTLE_ACKS } from './scripts/settle.js';
 
 /** One settlement of a delivery, as {@link Settler} sends it. */
@@ -23,10 +24,14 @@ interface Pending {
 }
 
 /**
- * Settles the deliveries of one queue. Settlements asked for in the same
- * turn of the event loop go to the server in one script call (each still
- * applies on its own), so a consumer handling fifty messages at once pays
- * one round trip for their acks, not fifty.
+ * Settles the deliveries of one queue, and extends their leases. Settlements
+ * asked for in the same turn of the event loop go to the server in one
+ * script call (each still applies on its own), so a consumer handling fifty
+ * messages at once pays one round trip for their acks, not fifty. `scripts`
+ * runs on the transport's settlement connection, which carries nothing
+ * else: an answer never waits behind sends or a consumer's upkeep, and a
+ * delivery's lease extensions and settlement reach the server in the order
+ * they were asked for.
  */
 export class Settler {
   readonly #keys: QueueKeys;
@@ -62,6 +67,13 @@ export class Settler {
       this.#inflight.add(sent);
       void sent.finally(() => this.#inflight.delete(sent));
     }
+  }
+
+  /** Extends the lease of `entryId` to `ms` from now (never shorter); resolves whether this consumer still held it. */
+  async extend(entryId: string, count: number, ms: number, leaseMs: number): Promise<boolean> {
+    const k = this.#keys;
+    const reply = await this.scripts.run(EXTEND, [k.stream, k.leases], [GROUP, this.consumer, entryId, count, ms, leaseMs]);
+    return reply === 1;
   }
 
   /** Resolves once every settlement asked for so far has its answer. */

@@ -11,7 +11,6 @@ import { RedisDelivery, type DeliveryOwner } from './delivery.js';
 import { GROUP, type QueueKeys } from './keys.js';
 import type { ScriptRunner } from './scripts/runner.js';
 import { CLAIM } from './scripts/claim.js';
-import { EXTEND } from './scripts/extend.js';
 import { PROMOTE } from './scripts/promote.js';
 import type { Settler, SettleOp, SettleResult } from './settler.js';
 
@@ -27,11 +26,12 @@ export interface RedisConsumerSettings {
   readonly keys: QueueKeys;
   /** The `{p}:queues` hash: consuming a queue registers it as a work queue. */
   readonly queuesKey: string;
-  /** The transport's command client: scripts and `CLIENT UNBLOCK`. */
+  /** The transport's command client: the group, the scripts that promote due retries and take over leases, and `CLIENT UNBLOCK`. */
   readonly client: Redis;
   readonly scripts: ScriptRunner;
   /** This consumer's own connection, for its blocking reads; closed with it. */
   readonly blocking: Redis;
+  /** Settles and extends this queue's deliveries, on a connection of their own. */
   readonly settler: Settler;
   readonly reconnect: Backoff;
   readonly clock: Clock;
@@ -52,6 +52,14 @@ const UNBLOCK_TRIES = 50;
  * A consumer on one queue. It reads new entries with `XREADGROUP` on a
  * connection of its own, at most `prefetch` unsettled at a time, and takes
  * over entries whose lease ran out.
+ *
+ * The upkeep (promoting due retries, taking over expired leases) runs on the
+ * command connection beside the reads, never before them: the next
+ * `XREADGROUP` does not wait for it. A takeover reserves part of the room it
+ * may fill (half, at least one) while it runs, so the reads and the entries
+ * it takes over together never pass the prefetch; what it takes is handed
+ * out when it returns. A delivery keeps its slot until the server answered
+ * its settlement (see {@link settled}).
  *
  * Delayed retries wait in the server's sorted set. The consumer keeps one
  * wake-up, for the earliest due time the server reported (or the poll
@@ -75,6 +83,13 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #groupReady = false;
   /** The promotion under way, which the read loop and a wake-up share. */
   #promoting: Promise<void> | undefined;
+  /** The takeover under way, and how much of the room it holds for what it takes. */
+  #claiming: Promise<void> | undefined;
+  #claimReserved = 0;
+  /** How many entries the read under way asked for. */
+  #readAsked = 0;
+  /** Upkeep failures in a row, which set the wait before the next try. */
+  #upkeepFailures = 0;
   /** A blocking read is on its way or blocked. */
   #reading = false;
   #blockingId: number | undefined;
@@ -98,15 +113,15 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   }
 
   /**
-   * Stops handing out entries; resolves once the read or takeover under
-   * way has returned, or at once while the server cannot be reached (what
+   * Stops handing out entries; resolves once the read and takeover under
+   * way have returned, or at once while the server cannot be reached (what
    * such a read returns later is given back uncounted).
    */
   async pause(): Promise<void> {
     if (this.#state !== RUNNING) return;
     this.#state = PAUSED;
     this.#kick();
-    await whileReachable([this.#s.client, this.#s.blocking], this.#busy);
+    await whileReachable([this.#s.client, this.#s.blocking], Promise.all([this.#busy, this.#claiming]));
   }
 
   async resume(): Promise<void> {
@@ -132,7 +147,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#closing.abort();
     this.#cancelWake();
     this.#kick();
-    await whileReachable([this.#s.client, this.#s.blocking], this.#loop);
+    await whileReachable([this.#s.client, this.#s.blocking], Promise.all([this.#loop, this.#promoting?.catch(() => undefined), this.#claiming]));
     this.#s.onClosed(this);
     this.#s.blocking.disconnect();
   }
@@ -157,12 +172,21 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     return this.#s.clock;
   }
 
-  async extend(entryId: string, count: number, ms: number): Promise<boolean> {
-    const s = this.#s;
-    const reply = await s.scripts.run(EXTEND, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, entryId, count, ms, s.leaseMs]);
-    return reply === 1;
+  extend(entryId: string, count: number, ms: number): Promise<boolean> {
+    return this.#s.settler.extend(entryId, count, ms, this.#s.leaseMs);
   }
 
+  /**
+   * A delivery's slot is freed once the server answered its settlement, not
+   * when it is sent. Freed at sending, a consumer whose settlements fail
+   * while its reads succeed (a server out of memory refuses the settlement
+   * scripts but serves `XREADGROUP`) would go on taking new entries it
+   * cannot settle, each held until its lease runs out and then delivered
+   * again; held until answered, such entries never outnumber the prefetch,
+   * and a paused or probing consumer (prefetch 0 or 1) has no entry in
+   * flight beyond it. Settlements go on their own connection, so their
+   * answers do not wait behind sends or the upkeep.
+   */
   settled(): void {
     this.#outstanding--;
     this.#kick();
@@ -181,7 +205,6 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   }
 
   async #run(): Promise<void> {
-    const s = this.#s;
     while (this.#state !== CLOSED) {
       if (this.#state === PAUSED) {
         await this.#nextKick();
@@ -189,11 +212,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
       }
       try {
         if (!this.#groupReady) await this.#createGroup();
-        const now = s.clock.monotonic();
-        if (now >= this.#promoteAt) await this.#busyWith(this.#promoteOnce());
-        if (this.#room() > 0 && now >= this.#claimAt) await this.#busyWith(this.#claimExpired());
-        this.#arm();
-        if (this.#room() <= 0 || this.#state !== RUNNING) {
+        this.#upkeep();
+        if (this.#readRoom() <= 0 || this.#state !== RUNNING) {
           if (this.#state === RUNNING) await this.#nextKick();
           continue;
         }
@@ -217,6 +237,73 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
 
   #room(): number {
     return this.#prefetch - this.#outstanding;
+  }
+
+  /** The room a new read or takeover may fill: not what the read and takeover under way may bring. */
+  #readRoom(): number {
+    return this.#room() - this.#claimReserved - this.#readAsked;
+  }
+
+  /**
+   * Starts what is due of the upkeep, without waiting for it: the promotion
+   * of due retries, and the takeover of expired leases while there is room.
+   * Then keeps the wake-up for the next.
+   */
+  #upkeep(): void {
+    const s = this.#s;
+    if (this.#state !== RUNNING || !this.#groupReady) return;
+    const now = s.clock.monotonic();
+    if (now >= this.#promoteAt && this.#promoting === undefined) {
+      this.#promoteOnce().then(
+        () => this.#upkeepDone(),
+        (error) => {
+          this.#promoteAt = this.#upkeepFailed(error);
+        },
+      );
+    }
+    const room = this.#readRoom();
+    if (room > 0 && now >= this.#claimAt && this.#claiming === undefined) {
+      const share = Math.max(1, Math.floor(room / 2));
+      this.#claimReserved = share;
+      this.#claiming = this.#claimExpired(share)
+        .then(
+          () => this.#upkeepDone(),
+          (error) => {
+            this.#claimAt = this.#upkeepFailed(error);
+          },
+        )
+        .finally(() => {
+          this.#claiming = undefined;
+          this.#claimReserved = 0;
+          this.#kick();
+          this.#arm();
+        });
+    } else if (room <= 0 && now >= this.#claimAt && this.#claiming === undefined && this.#reading) {
+      // A takeover is due but the blocked read holds the room: cut it short, the loop takes over before reading again.
+      void this.#unblock();
+    }
+    this.#arm();
+  }
+
+  #upkeepDone(): void {
+    this.#upkeepFailures = 0;
+    this.#arm();
+  }
+
+  /**
+   * Logs an upkeep failure (the first and every tenth in a row) and returns
+   * when to try again: after the reconnect backoff. The reads go on meanwhile.
+   */
+  #upkeepFailed(error: unknown): number {
+    const s = this.#s;
+    this.#upkeepFailures++;
+    const delay = Math.max(0, s.reconnect({ attempt: this.#upkeepFailures, previousDelayMs: undefined, elapsedMs: 0, random: s.random }) ?? s.pollIntervalMs);
+    if (this.#upkeepFailures === 1 || this.#upkeepFailures % 10 === 0) {
+      s.logger?.warn({ err: error, queue: s.queue, attempt: this.#upkeepFailures }, `redis: upkeep of ${s.queue} failed (${(error as Error)?.message}); trying again in ${Math.round(delay)} ms`);
+    }
+    const at = s.clock.monotonic() + delay;
+    queueMicrotask(() => this.#arm());
+    return at;
   }
 
   async #createGroup(): Promise<void> {
@@ -247,45 +334,35 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     return this.#promoting;
   }
 
-  /**
-   * A wake-up for due retries while a read is blocked: the entries the
-   * promotion appends serve that read. A promotion that fails cuts the read
-   * short, so the read loop tries again and backs off.
-   */
-  async #promoteWhileReading(): Promise<void> {
-    try {
-      await this.#promoteOnce();
-      this.#arm();
-    } catch {
-      this.#kick();
-      void this.#unblock();
-    }
-  }
-
+  /** Moves due retries to the stream; a due time learnt meanwhile (see {@link notifyDue}) is kept when sooner than the server's answer. */
   async #promote(): Promise<void> {
     const s = this.#s;
+    const asked = this.#promoteAt;
     const [, wait] = (await s.scripts.run(PROMOTE, [s.keys.stream, s.keys.delayed, s.keys.delayedData], [s.batchSize * 10])) as [number, number];
-    const now = s.clock.monotonic();
-    this.#promoteAt = now + (wait < 0 ? s.pollIntervalMs : Math.min(wait, s.pollIntervalMs));
+    const next = s.clock.monotonic() + (wait < 0 ? s.pollIntervalMs : Math.min(wait, s.pollIntervalMs));
+    this.#promoteAt = this.#promoteAt < asked ? Math.min(this.#promoteAt, next) : next;
   }
 
-  async #claimExpired(): Promise<void> {
+  /** Takes over at most `most` entries whose lease ran out; when it found that many, looks again at once. */
+  async #claimExpired(most: number): Promise<void> {
     const s = this.#s;
-    const reply = (await s.scripts.run(CLAIM, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, s.leaseMs, this.#room()])) as [Buffer, RawEntry[1], number][];
-    this.#claimAt = s.clock.monotonic() + s.pollIntervalMs;
+    const reply = (await s.scripts.run(CLAIM, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, s.leaseMs, most])) as [Buffer, RawEntry[1], number][];
+    this.#claimAt = reply.length >= most ? 0 : s.clock.monotonic() + s.pollIntervalMs;
+    this.#claimReserved = 0;
     for (const [entryId, fields, count] of reply) this.#take([entryId, fields], Number(count));
   }
 
   async #read(): Promise<void> {
     const s = this.#s;
+    const count = Math.min(s.batchSize, this.#readRoom());
     this.#reading = true;
+    this.#readAsked = count;
     let reply: unknown;
     try {
-      reply = await s.blocking.callBuffer(
-        'XREADGROUP', 'GROUP', GROUP, s.consumer, 'COUNT', Math.min(s.batchSize, this.#room()), 'BLOCK', s.pollIntervalMs, 'STREAMS', s.keys.stream, '>',
-      );
+      reply = await s.blocking.callBuffer('XREADGROUP', 'GROUP', GROUP, s.consumer, 'COUNT', count, 'BLOCK', s.pollIntervalMs, 'STREAMS', s.keys.stream, '>');
     } finally {
       this.#reading = false;
+      this.#readAsked = 0;
     }
     for (const raw of entriesOf(reply)) this.#take(raw, 1);
   }
@@ -352,12 +429,20 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     const kicked = this.#kicked;
     this.#kicked = undefined;
     kicked?.();
-    if (this.#state !== RUNNING || this.#room() <= 0) void this.#unblock();
+    if (this.#state !== RUNNING || this.#readRoom() < 0) void this.#unblock();
   }
 
-  /** Keeps one timer, for the sooner of the next promotion and the next look for expired leases. */
+  /**
+   * Keeps one timer, for the sooner of the next promotion and the next look
+   * for expired leases; not for one under way (its end arms again), nor for
+   * a look while there is no room (the loop starts it once there is).
+   */
   #arm(): void {
-    const at = Math.min(this.#promoteAt, this.#claimAt);
+    const promoteAt = this.#promoting === undefined ? this.#promoteAt : Infinity;
+    // While the blocked read holds the room, the wake-up for a takeover cuts it short once; the loop then starts the takeover.
+    const claimable = this.#claiming === undefined && (this.#readRoom() > 0 || (this.#reading && this.#claimAt > this.#s.clock.monotonic()));
+    const claimAt = claimable ? this.#claimAt : Infinity;
+    const at = Math.min(promoteAt, claimAt);
     if (at === this.#wakeAt && this.#wake !== undefined) return;
     this.#cancelWake();
     if (this.#state === CLOSED) return;
@@ -370,12 +455,8 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
         if (this.#wake !== controller) return;
         this.#wake = undefined;
         this.#wakeAt = Infinity;
-        if (this.#reading && this.#state === RUNNING && this.#s.clock.monotonic() < this.#claimAt) {
-          void this.#promoteWhileReading();
-          return;
-        }
-        this.#kick();
-        void this.#unblock();
+        if (this.#state === RUNNING) this.#upkeep();
+        else this.#kick();
       },
       () => undefined,
     );

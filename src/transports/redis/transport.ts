@@ -58,6 +58,8 @@ export class RedisTransport implements Transport {
   readonly #ownsClient: boolean;
   readonly #consumers = new Map<string, Set<RedisSubscription>>();
   readonly #settlers = new Map<string, Settler>();
+  /** The connection settlements and lease extensions go on, opened with the first consumer; always the transport's own. */
+  #settling: { readonly client: Redis; readonly scripts: ScriptRunner } | undefined;
   readonly #operations: RedisOperations;
   #serverChecked: Promise<ServerSettings | undefined> | undefined;
   #closed = false;
@@ -165,7 +167,8 @@ export class RedisTransport implements Transport {
   /**
    * Closes every subscription, waits for the settlements asked for so far,
    * leaves the groups of the queues it consumed where it holds nothing, and
-   * closes the transport's own connections (never a client passed in).
+   * closes the transport's own connections (never a client passed in; its
+   * settlement connection, a duplicate of such a client, is its own).
    * Deliveries still unsettled come back to other consumers after their lease.
    * While the server cannot be reached it waits for none of this: its
    * connections are closed at once, and settlements not answered reject.
@@ -175,7 +178,8 @@ export class RedisTransport implements Transport {
     this.#closed = true;
     const subs = [...this.#consumers.values()].flatMap((set) => [...set]);
     await Promise.all(subs.map((sub) => sub.close()));
-    await whileReachable([this.client], Promise.all([...this.#settlers.values()].map((settler) => settler.idle())));
+    const settling = this.#settling?.client;
+    await whileReachable(settling === undefined ? [] : [settling], Promise.all([...this.#settlers.values()].map((settler) => settler.idle())));
     await whileReachable(
       [this.client],
       Promise.all(
@@ -184,9 +188,8 @@ export class RedisTransport implements Transport {
         ),
       ),
     );
-    if (!this.#ownsClient) return;
-    if (this.client.status === 'ready') await this.client.quit().catch(() => this.client.disconnect());
-    else this.client.disconnect();
+    if (settling !== undefined) await closeClient(settling);
+    if (this.#ownsClient) await closeClient(this.client);
   }
 
   /** See {@link classifyRedisSendError}. */
@@ -198,10 +201,18 @@ export class RedisTransport implements Transport {
   #settlerOf(queue: string): Settler {
     let settler = this.#settlers.get(queue);
     if (settler === undefined) {
-      settler = new Settler(this.scripts, this.keys, queue, this.#options.consumerName);
+      settler = new Settler(this.#settlingScripts(), this.keys, queue, this.#options.consumerName);
       this.#settlers.set(queue, settler);
     }
     return settler;
+  }
+
+  #settlingScripts(): ScriptRunner {
+    if (this.#settling === undefined) {
+      const client = openClient(this.#options, false);
+      this.#settling = { client, scripts: new ScriptRunner(client) };
+    }
+    return this.#settling.scripts;
   }
 
   /** Wakes this transport's consumers of `queue` when the earliest delayed message of `sent` falls due. */
@@ -230,4 +241,10 @@ export class RedisTransport implements Transport {
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     return [id, encodeHeaders(headers), Buffer.from(body.buffer, body.byteOffset, body.byteLength), delayMs];
   }
+}
+
+/** Closes a connection of the transport's own: politely while it is up, at once otherwise. */
+async function closeClient(client: Redis): Promise<void> {
+  if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+  else client.disconnect();
 }
