@@ -86,7 +86,7 @@ describe('redeliver demo', () => {
     mkdirSync(cwd);
     const file = folder.path('my demo.db');
     const run = await demo(cwd, ['--messages', '20', '--file', file]);
-    expect(run.status).toBe(0);
+    expect(run.status, run.stdout).toBe(0);
     expect(existsSync(file)).toBe(true);
     expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
     expect(nextLines(run.stdout)[0]).toBe(`npx redeliver errors list '${file}'`);
@@ -103,7 +103,7 @@ describe('redeliver demo', () => {
       mkdirSync(cwd);
       const run = await demo(cwd, ['--messages', '40', '--transport', 'redis']);
       expect(run.stderr).toBe('');
-      expect(run.status).toBe(0);
+      expect(run.status, run.stdout).toBe(0);
       expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on Redis at redis:\/\/127\.0\.0\.1:6379, key prefix redeliver-demo/);
       expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
       const [list, show] = nextLines(run.stdout);
@@ -135,7 +135,7 @@ describe('redeliver demo', () => {
     try {
       const run = await demo(cwd, ['--messages', '40', '--transport', 'jetstream']);
       expect(run.stderr).toBe('');
-      expect(run.status).toBe(0);
+      expect(run.status, run.stdout).toBe(0);
       expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on NATS JetStream at nats:\/\/127\.0\.0\.1:4222, stream prefix redeliver-demo/);
       expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
       const [list, show] = nextLines(run.stdout);
@@ -166,7 +166,7 @@ describe('redeliver demo', () => {
     try {
       const run = await demo(cwd, ['--messages', '40', '--transport', 'nsq']);
       expect(run.stderr).toBe('');
-      expect(run.status).toBe(0);
+      expect(run.status, run.stdout).toBe(0);
       expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on nsqd at 127\.0\.0\.1:4150, topics orders and error[\n ]/);
       expect(existsSync(join(cwd, 'redeliver-demo.db'))).toBe(false);
       expect((await http.topicStats('orders'))?.channels.map((c) => c.channel_name)).toEqual([DEMO_NSQ_CHANNEL]);
@@ -201,7 +201,7 @@ describe('redeliver demo', () => {
     try {
       const run = await demo(cwd, ['--messages', '40', '--transport', 'rocketmq']);
       expect(run.stderr).toBe('');
-      expect(run.status).toBe(0);
+      expect(run.status, run.stdout).toBe(0);
       expect(run.stdout).toMatch(/^redeliver demo: 40 orders through an endpoint on RocketMQ at 127\.0\.0\.1:8081 \(name server 127\.0\.0\.1:9876\), topics redeliver-demo-orders and redeliver-demo-error/);
       const [list, show, dashboard] = nextLines(run.stdout);
       expect(list).toBe('REDELIVER_ROCKETMQ_GROUP=redeliver-demo npx redeliver errors list rocketmq://127.0.0.1:8081 --error-queue redeliver-demo-error');

@@ -21,7 +21,7 @@ export function registerDemo(program: Command): void {
       'the server, with --transport redis (default: redis://127.0.0.1:6379), jetstream (default: nats://127.0.0.1:4222), nsq (default: nsq://127.0.0.1:4150) or rocketmq (the gRPC proxy, default: rocketmq://127.0.0.1:8081; name server from $REDELIVER_ROCKETMQ_NAME_SERVER, else the proxy host on 9876)',
     )
     .action(async (opts: { messages: number; delayScale: number; file?: string; transport: 'sqlite' | 'redis' | 'jetstream' | 'nsq' | 'rocketmq'; url?: string }) => {
-      process.exitCode = await runDemo({ ...opts, out: process.stdout });
+      await runDemo({ ...opts, out: process.stdout });
     });
 }
 
