@@ -157,12 +157,49 @@ export class RocketMqAdmin {
     }
   }
 
-  /** Deletes `topic` from every master and from the name server; resolves whether any broker had it. */
+  /**
+   * Deletes `topic` from every master and from the name server; resolves
+   * whether the name server routed it. Every master is asked, routed or
+   * not: a broker that recovers its commit log after an unclean stop
+   * rebuilds the queues of topics deleted before it, and only a delete on
+   * the broker removes those.
+   */
   async deleteTopic(topic: string): Promise<boolean> {
-    const brokers = (await this.route(topic)) ?? [];
-    for (const broker of brokers) ok(await request(broker, REQUEST.deleteTopicInBroker, { topic }, this.timeoutMs), `delete topic ${topic}`);
+    const routed = (await this.route(topic)) ?? [];
+    for (const broker of new Set([...routed, ...(await this.masters())])) ok(await request(broker, REQUEST.deleteTopicInBroker, { topic }, this.timeoutMs), `delete topic ${topic}`);
     ok(await request(this.nameServer, REQUEST.deleteTopicInNamesrv, { topic }, this.timeoutMs), `delete topic ${topic} from the name server`);
-    return brokers.length > 0;
+    return routed.length > 0;
+  }
+
+  /**
+   * Points consumer group `group` at the first message of every queue of
+   * `topic` where it has no offset yet, and leaves the others alone;
+   * resolves how many queues it pointed. A group's first receive otherwise
+   * starts where the broker chooses: at a queue's last message once the
+   * broker no longer counts its first one as fresh (after a restart, say),
+   * skipping what was sent before the group first received. The group is
+   * made (with the broker's defaults) when the broker makes groups on
+   * demand; one it cannot find is refused.
+   */
+  async startAtFirstMessage(topic: string, group: string): Promise<number> {
+    let pointed = 0;
+    for (const broker of (await this.route(topic)) ?? []) {
+      const config = await this.config(broker, topic);
+      for (let queueId = 0; queueId < (config?.readQueueNums ?? 0); queueId++) {
+        const queue = { topic, queueId: String(queueId) };
+        // Without setZeroIfNotFound=false the broker answers 0 for a group without an offset while the queue's first message looks fresh to it.
+        const consumed = await request(broker, REQUEST.queryConsumerOffset, { consumerGroup: group, ...queue, setZeroIfNotFound: 'false' }, this.timeoutMs);
+        if (consumed.code !== REPLY.queryNotFound) {
+          ok(consumed, `read the offset of consumer group ${group} on ${topic}`);
+          continue;
+        }
+        ok(await request(broker, REQUEST.getSubscriptionGroupConfig, { group }, this.timeoutMs), `find consumer group ${group}`);
+        const first = ok(await request(broker, REQUEST.getMinOffset, queue, this.timeoutMs), `read the first offset of ${topic}`).extFields['offset'] ?? '0';
+        ok(await request(broker, REQUEST.updateConsumerOffset, { consumerGroup: group, ...queue, commitOffset: first }, this.timeoutMs), `point consumer group ${group} at the first message of ${topic}`);
+        pointed++;
+      }
+    }
+    return pointed;
   }
 
   /** Deletes consumer group `group` (and its offsets) from every master. */

@@ -34,6 +34,11 @@ const TOPIC_NOT_FOUND = 40402;
  * a topic too. The transport creates and checks its topics itself over the
  * remoting protocol (./admin.ts).
  *
+ * - A group new to a queue starts at its first message: before its first
+ *   receive the transport points the group at the start of every queue of
+ *   the topic where the group has no offset, as a work queue is expected
+ *   to (the broker would start a new group at the last message once it no
+ *   longer counts the first as fresh, skipping what came before).
  * - A delivery's lease is the invisible duration of its receive (at least
  *   the proxy's 10 s); `extendLease` is `changeInvisibleDuration`.
  * - `retryLater` sends a copy with the new headers as a timed message (the
@@ -179,7 +184,7 @@ export class RocketMqTransport implements Transport {
       prefetch,
       leaseMs,
       start: () => {
-        starting ??= startConsumer(o, queue, o.consumerGroup);
+        starting ??= this.admin.startAtFirstMessage(queue, o.consumerGroup).then(() => startConsumer(o, queue, o.consumerGroup));
         starting.catch(() => {
           starting = undefined;
         });
