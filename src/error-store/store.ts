@@ -12,7 +12,7 @@ import { nextTurn, SYNC_BUSY_WAIT_MS, writeWhenFree } from '../transports/sqlite
 import type { Headers } from '../transport/types.js';
 import { checkFilter, filterSql, type EntryFilter, type EntrySort } from './filter.js';
 import { openStoreDatabase } from './schema.js';
-import { indexTextStep, TextIndexCatchUp } from './text-index.js';
+import { TextIndexCatchUp, TextIndexer } from './text-index.js';
 import { silentLogger, type Logger } from '../logger.js';
 import type { EntryStatus, FailureRate, IngestEntry, IngestResult, RetryOutcome, StoredEntry, StoredEntryDetail, StoredGroup } from './types.js';
 import { preparePrivateFile } from '../util/private-file.js';
@@ -154,7 +154,7 @@ export class ErrorStore {
   readonly #handled: Database.Statement<[number, number, string]>;
   readonly #bump: Database.Statement<[], number>;
   readonly #textIndex: TextIndexCatchUp | undefined;
-  readonly #textIndexRowsPerStep: number;
+  readonly #textIndexer: TextIndexer;
   readonly #closed = { value: false };
 
   private constructor(path: string, options: ErrorStoreOptions) {
@@ -164,7 +164,7 @@ export class ErrorStore {
     if (!(Number.isSafeInteger(this.#busyTimeoutMs) && this.#busyTimeoutMs >= 0)) {
       throw new RangeError(`ErrorStore: busyTimeoutMs must be a whole number >= 0, got ${options.busyTimeoutMs}`);
     }
-    this.#textIndexRowsPerStep = wholeOption('textIndexRowsPerStep', options.textIndexRowsPerStep ?? 500, 1, 100_000);
+    const rowsPerStep = wholeOption('textIndexRowsPerStep', options.textIndexRowsPerStep ?? 500, 1, 100_000);
     const idleMs = wholeOption('textIndexIdleMs', options.textIndexIdleMs ?? 200, 0, 3_600_000);
     const maxWaitMs = wholeOption('textIndexMaxWaitMs', options.textIndexMaxWaitMs ?? 2_000, 0, 3_600_000);
     const db = (this.#db = openStoreDatabase(path, SYNC_BUSY_WAIT_MS));
@@ -183,15 +183,14 @@ export class ErrorStore {
        WHERE message_id = ? AND status IN ('retrying', 'retried', 'replaced') AND outcome IS NULL`,
     );
     this.#bump = db.prepare<[], number>(`UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value`).pluck(true);
+    this.#textIndexer = new TextIndexer(db, this.#clock, this.#busyTimeoutMs, rowsPerStep);
     if (options.indexTextInBackground ?? true) {
       const logger = options.logger ?? silentLogger;
       this.#textIndex = new TextIndexCatchUp({
-        db,
+        indexer: this.#textIndexer,
         clock: this.#clock,
-        busyTimeoutMs: this.#busyTimeoutMs,
         idleMs,
         maxWaitMs,
-        rowsPerStep: this.#textIndexRowsPerStep,
         onError: (error) => logger.warn({ err: error, store: path }, 'error store: the full-text index could not catch up this time; trying again'),
       });
       if (this.textIndexBehind()) this.#textIndex.start();
@@ -244,7 +243,7 @@ export class ErrorStore {
   /** Whether entries wait to be taken into the full-text index (search finds them meanwhile, by reading them). */
   textIndexBehind(): boolean {
     this.#open();
-    return this.#db.prepare<[], number>(`SELECT coalesce(max(seq), 0) > (SELECT value FROM meta WHERE key = 'text_indexed') FROM entries`).pluck(true).get() === 1;
+    return this.#textIndexer.behind();
   }
 
   /**
@@ -257,11 +256,9 @@ export class ErrorStore {
     this.#open();
     let total = 0;
     for (;;) {
-      const indexed = await writeWhenFree(this.#clock, this.#busyTimeoutMs, () =>
-        this.#db.transaction(() => indexTextStep(this.#db, this.#textIndexRowsPerStep)).immediate(),
-      );
+      const indexed = await this.#textIndexer.step();
       total += indexed;
-      if (indexed < this.#textIndexRowsPerStep) return total;
+      if (indexed < this.#textIndexer.rowsPerStep) return total;
       await nextTurn();
     }
   }

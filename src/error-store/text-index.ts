@@ -93,21 +93,52 @@ export function indexedTextCondition(text: string): SqlCondition {
 }
 
 /**
- * Indexes the next entries past the mark, at most `rows` of them, and moves
- * the mark past them, in one transaction (the caller's). Returns how many
- * entries were indexed: fewer than `rows` means the index has caught up.
+ * Takes entries into the index past the mark, a bounded step at a time, on
+ * one connection, with its statements prepared once.
  */
-export function indexTextStep(db: Database.Database, rows: number): number {
-  const mark = db.prepare<[], number>(`SELECT value FROM meta WHERE key = 'text_indexed'`).pluck(true).get()!;
-  const upper = db.prepare<[number, number], number>('SELECT max(seq) FROM (SELECT seq FROM entries WHERE seq > ? ORDER BY seq LIMIT ?)').pluck(true).get(mark, rows);
-  if (upper === null || upper === undefined) return 0;
-  const indexed = db
-    .prepare<[number, number]>(
+export class TextIndexer {
+  readonly #step: () => number;
+  readonly #behind: Database.Statement<[], number>;
+
+  constructor(
+    db: Database.Database,
+    private readonly clock: Clock,
+    /** How long a step waits for another process's write lock, ms. */
+    private readonly busyTimeoutMs: number,
+    /** Entries indexed per step (one transaction) at most. */
+    readonly rowsPerStep: number,
+  ) {
+    const mark = db.prepare<[], number>(`SELECT value FROM meta WHERE key = 'text_indexed'`).pluck(true);
+    const upperOf = db.prepare<[number, number], number | null>('SELECT max(seq) FROM (SELECT seq FROM entries WHERE seq > ? ORDER BY seq LIMIT ?)').pluck(true);
+    const insert = db.prepare<[number, number]>(
       `INSERT INTO entries_text (rowid, message, error_name, message_id, key) SELECT seq, message, error_name, message_id, key FROM entries WHERE seq > ? AND seq <= ?`,
-    )
-    .run(mark, upper).changes;
-  db.prepare<[number]>(`UPDATE meta SET value = ? WHERE key = 'text_indexed'`).run(upper);
-  return indexed;
+    );
+    const moveMark = db.prepare<[number]>(`UPDATE meta SET value = ? WHERE key = 'text_indexed'`);
+    this.#step = db.transaction(() => {
+      const from = mark.get()!;
+      const upper = upperOf.get(from, rowsPerStep);
+      if (upper === null || upper === undefined) return 0;
+      const indexed = insert.run(from, upper).changes;
+      moveMark.run(upper);
+      return indexed;
+    }).immediate;
+    this.#behind = db.prepare<[], number>(`SELECT coalesce(max(seq), 0) > ${MARK} FROM entries`).pluck(true);
+  }
+
+  /**
+   * Indexes the next entries past the mark, at most {@link rowsPerStep} of
+   * them, and moves the mark past them, in one transaction, once the write
+   * lock is free. Resolves how many entries were indexed: fewer than
+   * `rowsPerStep` means the index has caught up.
+   */
+  step(): Promise<number> {
+    return writeWhenFree(this.clock, this.busyTimeoutMs, this.#step);
+  }
+
+  /** Whether entries wait past the mark. */
+  behind(): boolean {
+    return this.#behind.get() === 1;
+  }
 }
 
 /** How many entries wait to be indexed. */
@@ -120,24 +151,21 @@ export const TEXT_INDEX_STEP_GAP_MS = 10;
 
 /** Options of {@link TextIndexCatchUp}. */
 export interface TextIndexCatchUpOptions {
-  readonly db: Database.Database;
+  /** What runs the steps. */
+  readonly indexer: TextIndexer;
   readonly clock: Clock;
-  /** How long a write waits for another process's lock, ms. */
-  readonly busyTimeoutMs: number;
   /** Quiet time after the last ingest before a step runs, ms. */
   readonly idleMs: number;
   /** The longest the index waits for a quiet moment while entries keep arriving: after this long without a step, one runs anyway, ms. */
   readonly maxWaitMs: number;
-  /** Entries indexed per step (one transaction) at most. */
-  readonly rowsPerStep: number;
   /** Called when a step fails (the next one tries again). */
   readonly onError: (error: unknown) => void;
 }
 
 /**
- * Runs {@link indexTextStep} in the background until the index has caught
- * up: each step waits for `idleMs` without an ingest (or `maxWaitMs` since
- * the last step), indexes at most `rowsPerStep` entries in one transaction,
+ * Runs {@link TextIndexer.step} in the background until the index has
+ * caught up: each step waits for `idleMs` without an ingest (or `maxWaitMs`
+ * since the last step), indexes at most `rowsPerStep` entries in one transaction,
  * and pauses {@link TEXT_INDEX_STEP_GAP_MS} before the next, so neither an
  * ingest nor a page request waits behind more than one step. Timed by the
  * store's clock.
@@ -187,7 +215,7 @@ export class TextIndexCatchUp {
   }
 
   async #loop(): Promise<void> {
-    const { clock, idleMs, maxWaitMs, rowsPerStep } = this.#options;
+    const { indexer, clock, idleMs, maxWaitMs } = this.#options;
     const signal = this.#stopped.signal;
     for (;;) {
       const now = clock.monotonic();
@@ -202,7 +230,7 @@ export class TextIndexCatchUp {
       if (at - this.#lastWrite < idleMs && at - this.#lastStep < maxWaitMs) continue;
       let indexed: number;
       try {
-        indexed = await writeWhenFree(clock, this.#options.busyTimeoutMs, () => this.#options.db.transaction(() => indexTextStep(this.#options.db, rowsPerStep)).immediate());
+        indexed = await indexer.step();
       } catch (error) {
         if (signal.aborted) return;
         this.#options.onError(error);
@@ -215,7 +243,7 @@ export class TextIndexCatchUp {
       }
       this.#steps++;
       this.#lastStep = this.#stepEnded = clock.monotonic();
-      if (indexed < rowsPerStep) return;
+      if (indexed < indexer.rowsPerStep) return;
     }
   }
 }

@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Delivery } from '../../src/transport/types.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { REDIS_URL, redisSkipReason } from '../support/brokers.js';
+import { until } from '../support/own-servers.js';
 import { deletePrefix } from '../support/redis-scratch.js';
 
 const skip = await redisSkipReason();
@@ -22,14 +23,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** How long the command connection stays blocked: far longer than the poll interval. */
 const BLOCK_SECONDS = 4;
 const POLL_MS = 50;
-
-async function waitFor(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const started = Date.now();
-  while (!predicate()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is busy', () => {
   const prefix = `rbusy-${randomUUID().slice(0, 8)}`;
@@ -61,7 +54,7 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
       { prefetch },
     );
     await producer.send(queue, { id: 'warm-up', body: text('w'), headers: {} });
-    await waitFor(() => handed.length === 1, 10_000, 'the warm-up delivery');
+    await until('the warm-up delivery', 10_000, () => handed.length === 1, 5);
     await handed[0]!.ack();
     handed.length = 0;
     let blocked = true;
@@ -77,7 +70,7 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
   it('hands out new messages while the upkeep waits behind a blocked command connection', async () => {
     const c = await blockedConsumer(10, () => undefined);
     for (let i = 0; i < 5; i++) await c.producer.send(c.queue, { id: `m${i}`, body: text(String(i)), headers: {} });
-    await waitFor(() => c.handed.length === 5 || !c.isBlocked(), BLOCK_SECONDS * 1000 + 5_000, 'five deliveries');
+    await until('five deliveries', BLOCK_SECONDS * 1000 + 5_000, () => c.handed.length === 5 || !c.isBlocked(), 5);
     expect(c.handed.map((d) => d.id).sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
     expect(c.isBlocked()).toBe(true);
     for (const d of c.handed) await d.ack();
@@ -90,7 +83,7 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
       d.ack().then(() => acked.push(d.id), () => undefined);
     });
     for (let i = 0; i < 6; i++) await c.producer.send(c.queue, { id: `m${i}`, body: text(String(i)), headers: {} });
-    await waitFor(() => acked.length === 6 || !c.isBlocked(), BLOCK_SECONDS * 1000 + 5_000, 'six acks');
+    await until('six acks', BLOCK_SECONDS * 1000 + 5_000, () => acked.length === 6 || !c.isBlocked(), 5);
     expect(acked.sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
     expect(c.isBlocked()).toBe(true);
   });
@@ -102,7 +95,7 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
     const taken: Delivery[] = [];
     const first = await abandoning.consume(queue, (d) => void taken.push(d), { prefetch: 4, leaseMs: 300 });
     for (let i = 0; i < 4; i++) await producer.send(queue, { id: `old${i}`, body: text(String(i)), headers: {} });
-    await waitFor(() => taken.length === 4, 10_000, 'four deliveries left unsettled');
+    await until('four deliveries left unsettled', 10_000, () => taken.length === 4, 5);
     await first.close();
 
     const prefetch = 3;
@@ -129,7 +122,7 @@ describe.skipIf(Boolean(skip))('a Redis consumer while the command connection is
       await producer.send(queue, { id: `new${i}`, body: text(String(i)), headers: {} });
       await sleep(5);
     }
-    await waitFor(() => acked.size === 124, 15_000, 'every ack');
+    await until('every ack', 15_000, () => acked.size === 124, 5);
     expect(mostHeld).toBeLessThanOrEqual(prefetch);
     expect([...acked.keys()].sort()).toEqual([...fresh, 'old0', 'old1', 'old2', 'old3'].sort());
     for (let i = 0; i < 4; i++) expect(acked.get(`old${i}`)).toBe(2);
