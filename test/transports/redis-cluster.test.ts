@@ -11,7 +11,9 @@
  * - a slot migration of a live prefix (`CLUSTER SETSLOT … IMPORTING` and
  *   `MIGRATING`, `MIGRATE … KEYS` ten keys a time, `SETSLOT … NODE`) while messages flow,
  *   with retries and dead-letters: none lost, none in two handlers at once,
- *   and the consumers read from the new primary afterwards.
+ *   and the consumers read from the new primary afterwards;
+ * - the primary of a prefix killed (no replica takes over): a settlement
+ *   rejects, and closing does not wait for the node.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -143,8 +145,10 @@ describe('Redis Cluster: scale-out by prefix', () => {
     const owner = await ownerOf(keySlot(`{${prefix}}:queues`));
     const named = async () => String(await cluster.command(owner, 'CLIENT', 'LIST')).split('\n').filter((line) => line.includes(` name=${name} `));
     // The command connection, the consumer's own for blocking reads, and the one settlements go on.
-    for (let i = 0; i < 100 && (await named()).length < 3; i++) await sleep(20);
+    const reading = async () => (await named()).length >= 3 && (await named()).some((line) => / cmd=xreadgroup /.test(line));
+    for (let i = 0; i < 100 && !(await reading()); i++) await sleep(20);
     expect((await named()).length).toBeGreaterThanOrEqual(3);
+    // The consumer's blocking reads go out on a connection with that name.
     expect((await named()).some((line) => / cmd=xreadgroup /.test(line))).toBe(true);
     await sub.close();
   });
@@ -278,4 +282,35 @@ describe('Redis Cluster: a slot migration while messages flow', () => {
     expect(await queueCalls(source)).toBe(0);
     for (const sub of subs) await sub.close();
   }, 60_000);
+});
+
+describe('Redis Cluster: the primary of a prefix killed', () => {
+  it('rejects a settlement after the client\'s redirections, closes without waiting for the node, and leaves sends for a Producer to bound', async () => {
+    const prefix = `killed-${randomUUID().slice(0, 8)}`;
+    const transport = open(prefix, 'redeliver-killed');
+    // A cluster client holds commands without a timeout while the cluster is down: the Producer must bound sends itself.
+    expect(transport.sendTimeoutMs).toBeUndefined();
+    await transport.send('q', { id: 'm', body: text('x'), headers: {} });
+    const held: Delivery[] = [];
+    const sub = await transport.consume('q', (d) => void held.push(d), { prefetch: 1 });
+    for (let i = 0; i < 250 && held.length === 0; i++) await sleep(20);
+    expect(held).toHaveLength(1);
+
+    // Last in this file: the cluster loses a third of its slots for good, so the other tests' transports are closed first.
+    for (const other of transports.splice(0)) if (other !== transport) await other.close();
+    transports.push(transport);
+    await cluster.kill9(await ownerOf(keySlot(`{${prefix}}:queues`)));
+    const started = Date.now();
+    const ack = held[0]!.ack().then(
+      () => 'acked',
+      (error: Error) => error.message,
+    );
+    await sub.close();
+    await transport.close();
+    const closedMs = Date.now() - started;
+    const outcome = await ack;
+    console.log(`primary killed: the settlement rejected with "${outcome.slice(0, 60)}…", closing took ${closedMs} ms`);
+    expect(outcome).toMatch(/Too many Cluster redirections|Connection is closed|CLUSTERDOWN/);
+    expect(closedMs).toBeLessThan(15_000);
+  }, 30_000);
 });

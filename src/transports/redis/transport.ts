@@ -9,7 +9,7 @@ import type {
   Transport,
   TransportCapabilities,
 } from '../../transport/types.js';
-import type { RedisClient } from './cluster.js';
+import { isCluster, type RedisClient } from './cluster.js';
 import { encodeHeaders } from './codec.js';
 import { openClient, readServerSettings, serverWarnings, whileReachable, type ServerSettings } from './connection.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
@@ -84,9 +84,14 @@ export class RedisTransport implements Transport {
     return this.#operations;
   }
 
-  /** The longest a send takes before it rejects, on the transport's own client (its `commandTimeoutMs`). */
+  /**
+   * The longest a send takes before it rejects, on the transport's own
+   * client of one server (its `commandTimeoutMs`). Undefined on a cluster: a
+   * cluster client holds commands without a timeout while it cannot reach
+   * the cluster, so a `Producer` bounds each send itself.
+   */
   get sendTimeoutMs(): number | undefined {
-    return this.#ownsClient ? this.#options.commandTimeoutMs : undefined;
+    return this.#ownsClient && !isCluster(this.client) ? this.#options.commandTimeoutMs : undefined;
   }
 
   /**
