@@ -55,13 +55,15 @@ async function ownerOf(slot: number): Promise<number> {
   return (await cluster.nodesOfSlot(slot)).primary;
 }
 
-/** Calls of each command on the node at `port` since its last `CONFIG RESETSTAT`. */
-async function commandCalls(port: number): Promise<Map<string, number>> {
+/** Calls of each command on the node at `port` since its last `CONFIG RESETSTAT`; with `subcommands`, `client|id` apart from `client|list`. */
+async function commandCalls(port: number, subcommands = false): Promise<Map<string, number>> {
   const calls = new Map<string, number>();
   for (const [name, value] of parseInfo(String(await cluster.command(port, 'INFO', 'commandstats')))) {
     const match = /^cmdstat_(.+)$/.exec(name);
     const count = /(?:^|,)calls=(\d+)/.exec(value);
-    if (match && count) calls.set(match[1]!.split('|')[0]!, (calls.get(match[1]!.split('|')[0]!) ?? 0) + Number(count[1]));
+    if (!match || !count) continue;
+    const command = subcommands ? match[1]! : match[1]!.split('|')[0]!;
+    calls.set(command, (calls.get(command) ?? 0) + Number(count[1]));
   }
   return calls;
 }
@@ -132,7 +134,14 @@ describe('Redis Cluster: scale-out by prefix', () => {
       for (const node of primaries) await cluster.command(node, 'CONFIG', 'RESETSTAT');
       await traffic(open(prefix, `redeliver-scale-${prefix}`), `solo-${port}`, count);
       expect(await queueCalls(port)).toBeGreaterThan(count);
-      for (const other of primaries) if (other !== port) expect(await queueCalls(other)).toBe(0);
+      // The consumer learns its read connection's id on the prefix's primary, and cuts reads short there only: ids are per node.
+      expect((await commandCalls(port, true)).get('client|id') ?? 0).toBeGreaterThan(0);
+      for (const other of primaries) {
+        if (other === port) continue;
+        expect(await queueCalls(other)).toBe(0);
+        const connection = await commandCalls(other, true);
+        expect([connection.get('client|id') ?? 0, connection.get('client|unblock') ?? 0]).toEqual([0, 0]);
+      }
     }
   }, 60_000);
 
