@@ -33,7 +33,7 @@ export const ROCKETMQ_NAME_SERVER_PORT = 9876;
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
 /** What the commands take as a target, for messages that list them. */
-const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL (a Redis Cluster: redis://host:port,host:port or redis://host:port?cluster=1), a nats:// URL, an nsq:// target or a rocketmq:// proxy address';
+const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL, an nsq:// target or a rocketmq:// proxy address';
 
 /**
  * The target a command works on: `target` itself, or `$REDELIVER_URL` when
