@@ -13,12 +13,14 @@
  *   with retries and dead-letters: none lost, none in two handlers at once,
  *   and the consumers read from the new primary afterwards;
  * - the primary of a prefix killed (no replica takes over): a settlement
- *   rejects, and closing does not wait for the node.
+ *   rejects, closing does not wait for the node, and a Producer's send on a
+ *   new transport rejects within its timeout.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisTransport, keySlot } from '../../src/transports/redis/index.js';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
+import { Producer } from '../../src/producer/producer.js';
 import { RedisCluster, parseInfo } from '../support/redis-cluster.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
@@ -155,10 +157,10 @@ describe('Redis Cluster: scale-out by prefix', () => {
     const named = async () => String(await cluster.command(owner, 'CLIENT', 'LIST')).split('\n').filter((line) => line.includes(` name=${name} `));
     // The command connection, the consumer's own for blocking reads, and the one settlements go on.
     const reading = async () => (await named()).length >= 3 && (await named()).some((line) => / cmd=xreadgroup /.test(line));
-    for (let i = 0; i < 100 && !(await reading()); i++) await sleep(20);
-    expect((await named()).length).toBeGreaterThanOrEqual(3);
+    for (let i = 0; i < 250 && !(await reading()); i++) await sleep(20);
+    expect((await named()).length, (await named()).join('\n')).toBeGreaterThanOrEqual(3);
     // The consumer's blocking reads go out on a connection with that name.
-    expect((await named()).some((line) => / cmd=xreadgroup /.test(line))).toBe(true);
+    expect((await named()).some((line) => / cmd=xreadgroup /.test(line)), (await named()).join('\n')).toBe(true);
     await sub.close();
   });
 });
@@ -321,5 +323,17 @@ describe('Redis Cluster: the primary of a prefix killed', () => {
     console.log(`primary killed: the settlement rejected with "${outcome.slice(0, 60)}…", closing took ${closedMs} ms`);
     expect(outcome).toMatch(/Too many Cluster redirections|Connection is closed|CLUSTERDOWN/);
     expect(closedMs).toBeLessThan(15_000);
+
+    // While the cluster reports itself down a send may get no answer at all; a Producer's send rejects within its timeout.
+    const producer = new Producer<string>({ transport: open(prefix, 'redeliver-killed-producer'), retry: { timeoutMs: 2_000 } });
+    const sendStarted = Date.now();
+    const sent = await producer.send('q', 'y').then(
+      () => 'sent',
+      (error: Error) => `${error.name}: ${error.message}`,
+    );
+    // Attempts meet CLUSTERDOWN or no answer at all; the Producer gives up at its timeout.
+    expect(sent).toMatch(/^SendFailedError: /);
+    console.log(`primary killed: a Producer's send with timeoutMs 2000 rejected after ${Date.now() - sendStarted} ms: ${sent.slice(0, 300)}`);
+    expect(Date.now() - sendStarted).toBeLessThan(5_000);
   }, 30_000);
 });
