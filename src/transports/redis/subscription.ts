@@ -119,8 +119,9 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   constructor(settings: RedisConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    // A reconnection is a new connection with a new id.
+    // A reconnection is a new connection with a new id (after a server restart, the old one may name another client): learnt before the next read.
     settings.blocking.on('ready', () => {
+      this.#blockingId = undefined;
       this.#blockingNode = undefined;
     });
     this.#loop = this.#run();
