@@ -3,13 +3,15 @@
  * own (three primaries, no replicas, on ports 7100-7199), through the
  * cluster targets an operator types: the seed nodes separated by commas,
  * or one seed with `?cluster=1`. A cluster that cannot be reached is an
- * error naming the target, not a wait.
+ * error naming the target, not a wait. The demo runs on a cluster and
+ * replaces its earlier run's keys there.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_REDIS_PREFIX, runDemo } from '../../src/cli/demo.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
 import { RedisCluster } from '../support/redis-cluster.js';
-import { cli, fillErrorQueue, waitFor } from './support.js';
+import { capture, cli, fillErrorQueue, waitFor } from './support.js';
 
 const prefix = `cli-cluster-${randomUUID().slice(0, 8)}`;
 const env = { REDELIVER_REDIS_PREFIX: prefix };
@@ -80,5 +82,23 @@ describe('redeliver errors and stats on a Redis Cluster', () => {
     const run = await cli(['errors', 'list', 'redis://127.0.0.1:7100,127.0.0.1:7101/3', ...errorArgs], { env });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('a cluster has only database 0');
+  });
+
+  it('runs the demo on a cluster, and a second run replaces the first one\'s keys', { timeout: 60_000 }, async () => {
+    const url = `redis://127.0.0.1:${cluster.nodes[0]!.port}?cluster=1`;
+    const demoEnv = { REDELIVER_REDIS_PREFIX: DEMO_REDIS_PREFIX };
+    const totals: number[] = [];
+    for (const run of [1, 2]) {
+      const out = capture();
+      await runDemo({ messages: 40, delayScale: 0.05, transport: 'redis', url, out: out as unknown as NodeJS.WriteStream });
+      expect(out.text).toContain(`orders through an endpoint on Redis at ${url}, key prefix ${DEMO_REDIS_PREFIX}`);
+      if (run === 2) expect(out.text).toContain('of an earlier run)');
+      const list = await cli(['errors', 'list', url, '--json'], { env: demoEnv });
+      expect(list.code).toBe(0);
+      totals.push(JSON.parse(list.stdout).total);
+    }
+    // Each run dead-letters the same orders; the first run's entries are gone, not added to.
+    expect(totals[0]).toBeGreaterThan(0);
+    expect(totals[1]).toBe(totals[0]);
   });
 });
