@@ -18,6 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
 import { RedisTransport, keySlot } from '../../src/transports/redis/index.js';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
 import { Producer } from '../../src/producer/producer.js';
@@ -162,6 +163,25 @@ describe('Redis Cluster: scale-out by prefix', () => {
     // The consumer's blocking reads go out on a connection with that name.
     expect((await named()).some((line) => / cmd=xreadgroup /.test(line)), (await named()).join('\n')).toBe(true);
     await sub.close();
+  });
+
+  it('names the connections it duplicates from an application\'s Cluster, which keeps its own name', async () => {
+    const prefix = `app-${randomUUID().slice(0, 8)}`;
+    const app = new Cluster(cluster.seeds, { redisOptions: { connectionName: `app-${prefix}` } });
+    const transport = new RedisTransport({ client: app, keyPrefix: prefix, connectionName: `redeliver-${prefix}`, checkServer: false });
+    transports.push(transport);
+    await transport.send('q', { id: 'm', body: text('x'), headers: {} });
+    const sub = await transport.consume('q', (d) => void d.ack(), { prefetch: 1 });
+    const owner = await ownerOf(keySlot(`{${prefix}}:queues`));
+    const names = async () => String(await cluster.command(owner, 'CLIENT', 'LIST')).split('\n').map((line) => / name=(\S*) /.exec(line)?.[1] ?? '');
+    // The consumer's blocking connection and the settlement connection are the transport's duplicates.
+    for (let i = 0; i < 250 && (await names()).filter((name) => name === `redeliver-${prefix}`).length < 2; i++) await sleep(20);
+    expect((await names()).filter((name) => name === `redeliver-${prefix}`).length).toBeGreaterThanOrEqual(2);
+    // Sends went on the application's client, under its own name.
+    expect(await names()).toContain(`app-${prefix}`);
+    await sub.close();
+    await transport.close();
+    app.disconnect();
   });
 });
 
