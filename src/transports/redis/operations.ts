@@ -20,7 +20,6 @@
  * they carry and no headers, can be deleted, and are refused by a send-back
  * (see ./error-entry.ts).
  */
-import type { Redis } from 'ioredis';
 import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf, SCAN_PAGE_SIZE } from '../../operations/scan-page.js';
 import { SendBackRefusedError } from '../../operations/send-back-destination.js';
@@ -30,6 +29,7 @@ import type { BrowseOptions, BulkSendBackOptions, BulkSummary, EntryResult, Erro
 import { KeyedErrorQueueOperations, sendBackEachInBatches } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { sendBackDestination } from '../../transport/send-back.js';
+import type { RedisClient } from './cluster.js';
 import { encodeHeaders, MalformedEntryError, type RawEntry } from './codec.js';
 import { errorEntryOf, isEntryKey, readEntryOf, type ReadEntry } from './error-entry.js';
 import { GROUP, type RedisKeys } from './keys.js';
@@ -62,7 +62,7 @@ interface Move {
 
 /** Error-queue operations and queue inspection on Redis, on the transport's command client. */
 export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
-  readonly #client: Redis;
+  readonly #client: RedisClient;
   readonly #keys: RedisKeys;
   readonly #scripts: ScriptRunner;
   readonly #clock: Clock;
@@ -71,7 +71,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
    * @param clock the time written into a sent-back message's
    * `redeliver-replayed-at` header. Default the system clock.
    */
-  constructor(client: Redis, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock) {
+  constructor(client: RedisClient, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock) {
     super();
     this.#client = client;
     this.#keys = keys;
