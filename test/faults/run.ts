@@ -5,9 +5,10 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { describeOverlaps, findOverlaps, type Overlap } from '../support/holds.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
-import { ScenarioContext } from './context.js';
+import { ScenarioContext, type RecordedHold } from './context.js';
 import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
 import type { Scenario } from './scenarios.js';
 
@@ -31,6 +32,19 @@ export interface ScenarioResult {
   readonly bareMessages?: number;
   readonly bareLost?: number;
   readonly bareDuplicates?: number;
+  /**
+   * Handler runs of one message that overlapped while the earlier one's
+   * lease ran, the later one a redelivery (delivery count above 1) of the
+   * same copy (same delayed attempt): two holders of one delivery at once
+   * (recorded with `holds` in the workload).
+   */
+  readonly overlaps?: number;
+  /**
+   * Handler runs of one message that overlapped, the later one the first
+   * delivery of another copy of it (a duplicate copy stored): counted
+   * apart.
+   */
+  readonly copyOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   readonly notes?: readonly string[];
@@ -79,7 +93,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
   mkdirSync(bareDir, { recursive: true });
   const bareScope = await adapter.bareScope?.(scenario.name, `${label}-bare`, bareDir);
   const workload = scenario.workload(options.messages);
-  const settings = { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload };
+  const settings = { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, holds: false, ...workload };
   const context = new ScenarioContext(adapter, scope, dir, settings, options.seed, options.log);
   const twin = bareScope && new ScenarioContext(adapter, bareScope, bareDir, settings, options.seed, (line) => options.log(`  bare client:${line}`));
   context.twin = twin;
@@ -101,7 +115,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     ]);
     await context.stopWorkers();
     const result = await evidence(context, scenario);
-    if (!twin) return row(scenario, adapter, result, recoverySeconds, context);
+    if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...oneHolder(context) };
     const bare = await evidence(twin, scenario);
     context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
     return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates };
@@ -111,6 +125,25 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     await scope.cleanup().catch(() => undefined);
     await bareScope?.cleanup().catch(() => undefined);
   }
+}
+
+/**
+ * The one-holder check, where the workers recorded their handler runs: runs
+ * of one copy overlapping (a failure), and runs of two copies of a message
+ * overlapping (a duplicate the transport documents), counted; the first few
+ * noted.
+ */
+function oneHolder(context: ScenarioContext): { overlaps?: number; copyOverlaps?: number } {
+  if (!context.workload.holds) return {};
+  const holds = context.holds();
+  // Overlaps by message; a hold keeps its copy (`m-7#d1`) and delivery count for telling the two kinds apart.
+  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, copy: hold.messageId, messageId: hold.messageId.replace(/#d\d+$/, '') })));
+  type Tagged = RecordedHold & { readonly copy: string };
+  const sameCopy = byMessage.filter(({ earlier, later }) => (earlier as Tagged).copy === (later as Tagged).copy && (later as Tagged).delivery > 1);
+  const others = byMessage.filter((overlap) => !sameCopy.includes(overlap));
+  const sample = (overlaps: readonly Overlap[]) => (overlaps.length > 0 ? `: ${describeOverlaps(overlaps.slice(0, 3))}` : '');
+  context.note(`${holds.length} handler runs; ${sameCopy.length} redeliveries of a copy while it was held${sample(sameCopy)}; ${others.length} first deliveries of another copy of a message while it was held${sample(others)}`);
+  return { overlaps: sameCopy.length, copyOverlaps: others.length };
 }
 
 /** Counts a context's durable evidence once its workers have stopped. */

@@ -92,7 +92,7 @@ export async function runPartition(nemesis: Nemesis, step: PartitionStep, roles:
   }
 }
 
-/** `steps` partition steps drawn from `seed`: kinds in turn from a shuffled list, cuts of 4 to 10 s, 2 to 5 s healed between them. */
+/** `steps` partition steps drawn from `seed`: kinds in turn from a shuffled list, cuts of 3 to 6 s, 1 to 3 s healed between them. */
 export function partitionSchedule(seed: number, steps: number): PartitionStep[] {
   const random = seededRandom(seed);
   const kinds = [...PARTITION_KINDS];
@@ -102,7 +102,7 @@ export function partitionSchedule(seed: number, steps: number): PartitionStep[] 
   }
   return Array.from({ length: steps }, (_, i) => ({
     kind: kinds[i % kinds.length]!,
-    cutMs: 4_000 + Math.round(random() * 6_000),
-    healedMs: 2_000 + Math.round(random() * 3_000),
+    cutMs: 3_000 + Math.round(random() * 3_000),
+    healedMs: 1_000 + Math.round(random() * 2_000),
   }));
 }
