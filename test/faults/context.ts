@@ -20,11 +20,6 @@ const PRODUCER = 'test/faults/children/producer.ts';
 /** The lease workers are given (their endpoint's `leaseMs`). */
 const WORKER_LEASE_MS = 2_000;
 
-/** A handler run a worker recorded, with the delivery count of its delivery. */
-export interface RecordedHold extends Hold {
-  readonly delivery: number;
-}
-
 /** How a scenario's workers and producer behave. */
 export interface Workload {
   /** Messages the scenario sends. */
@@ -156,13 +151,12 @@ export class ScenarioContext {
    * copy a first delayed retry made), its holder the worker and the delivery
    * count (`worker-2 delivery 3`).
    */
-  holds(): RecordedHold[] {
+  holds(): Hold[] {
     return this.logs('worker', this.#workerCount, 'holds').flatMap((path, i) =>
       readEvidence(path).map((line) => {
         const [messageId, delayedAttempt, deliveryCount, start, end] = line.split(' ');
         const startedAt = Number(start);
-        const delivery = Number(deliveryCount);
-        return { messageId: `${messageId}#d${delayedAttempt}`, holder: `worker-${i + 1} delivery ${delivery}`, startedAt, endedAt: Number(end), leaseEndsAt: startedAt + WORKER_LEASE_MS, delivery };
+        return { messageId: `${messageId}#d${delayedAttempt}`, holder: `worker-${i + 1} delivery ${deliveryCount}`, startedAt, endedAt: Number(end), leaseEndsAt: startedAt + WORKER_LEASE_MS };
       }),
     );
   }

@@ -5,10 +5,10 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeOverlaps, findOverlaps, type Overlap } from '../support/holds.js';
+import { describeOverlaps, findOverlaps } from '../support/holds.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
-import { ScenarioContext, type RecordedHold } from './context.js';
+import { ScenarioContext } from './context.js';
 import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
 import type { Scenario } from './scenarios.js';
 
@@ -33,17 +33,12 @@ export interface ScenarioResult {
   readonly bareLost?: number;
   readonly bareDuplicates?: number;
   /**
-   * Handler runs of one message that overlapped while the earlier one's
-   * lease ran, the later one a redelivery (delivery count above 1) of the
-   * same copy (same delayed attempt): two holders of one delivery at once
-   * (recorded with `holds` in the workload).
+   * Handler runs of one copy of a message (same delayed attempt) that
+   * started while another run of it held it under a live lease: two holders
+   * at once (recorded with `holds` in the workload).
    */
   readonly overlaps?: number;
-  /**
-   * Handler runs of one message that overlapped, the later one the first
-   * delivery of another copy of it (a duplicate copy stored): counted
-   * apart.
-   */
+  /** Handler runs of a delayed retry's copy beside a run of the copy it replaced (redelivered: its ack was lost), counted apart. */
   readonly copyOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
@@ -128,22 +123,22 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
 }
 
 /**
- * The one-holder check, where the workers recorded their handler runs: runs
- * of one copy overlapping (a failure), and runs of two copies of a message
- * overlapping (a duplicate the transport documents), counted; the first few
- * noted.
+ * The one-holder check, where the workers recorded their handler runs: two
+ * runs of one copy of a message (same delayed attempt) at once within the
+ * earlier one's lease are a failure; a run of a delayed retry's copy beside
+ * a run of the copy it replaced (redelivered: its ack was lost) is a
+ * duplicate the transport documents, counted apart. The first few of each
+ * are noted, with their delivery counts.
  */
 function oneHolder(context: ScenarioContext): { overlaps?: number; copyOverlaps?: number } {
   if (!context.workload.holds) return {};
   const holds = context.holds();
-  // Overlaps by message; a hold keeps its copy (`m-7#d1`) and delivery count for telling the two kinds apart.
-  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, copy: hold.messageId, messageId: hold.messageId.replace(/#d\d+$/, '') })));
-  type Tagged = RecordedHold & { readonly copy: string };
-  const sameCopy = byMessage.filter(({ earlier, later }) => (earlier as Tagged).copy === (later as Tagged).copy && (later as Tagged).delivery > 1);
-  const others = byMessage.filter((overlap) => !sameCopy.includes(overlap));
-  const sample = (overlaps: readonly Overlap[]) => (overlaps.length > 0 ? `: ${describeOverlaps(overlaps.slice(0, 3))}` : '');
-  context.note(`${holds.length} handler runs; ${sameCopy.length} redeliveries of a copy while it was held${sample(sameCopy)}; ${others.length} first deliveries of another copy of a message while it was held${sample(others)}`);
-  return { overlaps: sameCopy.length, copyOverlaps: others.length };
+  const sameCopy = findOverlaps(holds);
+  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, messageId: hold.messageId.replace(/#d\d+$/, '') })));
+  const copies = byMessage.length - sameCopy.length;
+  const sample = sameCopy.length > 0 ? `: ${describeOverlaps(sameCopy.slice(0, 3))}` : '';
+  context.note(`${holds.length} handler runs; ${sameCopy.length} runs of one copy while another run held it${sample}; ${copies} runs of a delayed retry's copy beside the copy it replaced`);
+  return { overlaps: sameCopy.length, copyOverlaps: copies };
 }
 
 /** Counts a context's durable evidence once its workers have stopped. */

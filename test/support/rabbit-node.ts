@@ -96,7 +96,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Whether something accepts connections on 127.0.0.1:`port`. */
+/** Whether something accepts connections on `host` (default 127.0.0.1) at `port`. */
 export function portOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host, port });

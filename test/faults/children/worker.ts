@@ -33,8 +33,8 @@ export interface WorkerConfig {
   readonly leaseMs: number;
   /**
    * Where to record every handler run, failing ones too: `<id> <delayed attempt> <delivery count> <start> <end>`
-   * (epoch ms). The delayed attempt tells a copy from the copy a delayed retry made of it; the delivery count a
-   * redelivery of one copy (above 1) from another copy's first delivery. Default: not recorded.
+   * (epoch ms). The delayed attempt tells a copy from the copy a delayed retry made of it; the delivery count is the
+   * broker's, for diagnosis. Default: not recorded.
    */
   readonly holdsLog?: string;
 }
