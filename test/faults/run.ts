@@ -149,15 +149,28 @@ async function evidence(context: ScenarioContext, scenario: Scenario): Promise<A
   return account({
     confirmed: scenario.counted?.(context) ?? context.confirmed(),
     handled: context.handled(),
-    errored: await scope.errorIds().catch((error: Error) => {
-      context.note(`error queue unreadable: ${error.message}`);
-      return [];
-    }),
-    pending: await scope.pendingIds().catch((error: Error) => {
-      context.note(`pending messages unreadable: ${error.message}`);
-      return [];
-    }),
+    errored: await readEvidence(context, 'error queue', () => scope.errorIds()),
+    pending: await readEvidence(context, 'pending messages', () => scope.pendingIds()),
   });
+}
+
+/** Attempts at reading the evidence off the broker, 2 s apart: a cluster just healed may answer "temporarily unavailable" for a while. */
+const EVIDENCE_READS = 10;
+
+/** Reads ids off the broker, again after a failure; notes the last failure and resolves none when every attempt failed. */
+async function readEvidence(context: ScenarioContext, what: string, read: () => Promise<string[]>): Promise<string[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= EVIDENCE_READS) {
+        context.note(`${what} unreadable: ${(error as Error).message}`);
+        return [];
+      }
+      context.debug(`${what} unreadable (attempt ${attempt} of ${EVIDENCE_READS}): ${(error as Error).message}`);
+      await new Promise((r) => setTimeout(r, 2_000));
+    }
+  }
 }
 
 /**
