@@ -24,7 +24,7 @@ import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
 import { runScenario, skipReasonOf, type ScenarioResult } from './run.js';
 import { networkUnavailableReason } from './network/ip.js';
-import { PARTITION_SCENARIOS } from './partition-scenarios.js';
+import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
 
 const { values, positionals } = parseArgs({
@@ -81,7 +81,11 @@ const noNetwork = partitions.length > 0 ? networkUnavailableReason() : undefined
 if (noNetwork) {
   // Loud, and a failure in CI, where the partition scenarios must run.
   if (process.env['CI'] === 'true') failures++;
-  for (const scenario of partitions) results.push({ name: scenario.name, transport: 'jetstream-3-netns', messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped: `no network of the suite's own: ${noNetwork}` });
+  for (const scenario of partitions) {
+    for (const transport of PARTITION_TRANSPORTS.filter((t) => wanted(t.split('-')[0]!))) {
+      results.push({ name: scenario.name, transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped: `no network of the suite's own: ${noNetwork}` });
+    }
+  }
 }
 for (const make of adapters) {
   const adapter = make();
