@@ -12,10 +12,13 @@ import type { ProducerConfig } from './children/producer.js';
 import type { WorkerConfig } from './children/worker.js';
 import { readEvidence } from './evidence-log.js';
 import { DEFAULT_MIX, type FailureMix } from './failure-mix.js';
+import type { Hold } from '../support/holds.js';
 import { Child } from './processes.js';
 
 const WORKER = 'test/faults/children/worker.ts';
 const PRODUCER = 'test/faults/children/producer.ts';
+/** The lease workers are given (their endpoint's `leaseMs`). */
+const WORKER_LEASE_MS = 2_000;
 
 /** How a scenario's workers and producer behave. */
 export interface Workload {
@@ -27,6 +30,8 @@ export interface Workload {
   readonly delayStepMs?: number;
   /** The longest a handler works. Default 10 ms. */
   readonly workMs?: number;
+  /** Workers record every handler run, for the one-holder check (see {@link ScenarioContext.holds}). Default false. */
+  readonly holds?: boolean;
 }
 
 export class ScenarioContext {
@@ -74,10 +79,11 @@ export class ScenarioContext {
       concurrency: this.concurrency,
       delayStepMs: this.workload.delayStepMs,
       workMs: this.workload.workMs,
-      leaseMs: 2_000,
+      leaseMs: WORKER_LEASE_MS,
+      holdsLog: this.workload.holds ? join(this.dir, `worker-${n}.holds`) : undefined,
     };
     const output = join(this.dir, `worker-${n}.out`);
-    const child = Child.start(`worker-${n}`, this.scope.children?.worker ?? WORKER, [JSON.stringify(config)], output);
+    const child = Child.start(`worker-${n}`, this.scope.children?.worker ?? WORKER, [JSON.stringify(config)], output, {}, this.#place(`worker-${n}`));
     this.workers.push(child);
     await this.waitUntil(`worker-${n} to start`, 60_000, () => fileIncludes(output, 'ready') || !child.running);
     if (!child.running) throw new Error(`worker-${n} exited at start with code ${child.code}; see ${output}`);
@@ -103,7 +109,7 @@ export class ScenarioContext {
       holdAt: hold?.at,
       holdFile: hold?.file,
     };
-    const child = Child.start(`producer-${n}`, this.scope.children?.producer ?? PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`));
+    const child = Child.start(`producer-${n}`, this.scope.children?.producer ?? PRODUCER, [JSON.stringify(config)], join(this.dir, `producer-${n}.out`), {}, this.#place(`producer-${n}`));
     this.producers.push(child);
     return child;
   }
@@ -136,6 +142,23 @@ export class ScenarioContext {
   /** One entry per successful handling, from the workers' logs. */
   handled(): string[] {
     return readEvidence(...this.logs('worker', this.#workerCount, 'log'));
+  }
+
+  /**
+   * Every handler run the workers recorded (with `holds` in the workload),
+   * each under the lease the workers were given, for {@link findOverlaps};
+   * its `messageId` is the message id and the delayed attempt (`m-7#d1`: the
+   * copy a first delayed retry made), its holder the worker and the delivery
+   * count (`worker-2 delivery 3`).
+   */
+  holds(): Hold[] {
+    return this.logs('worker', this.#workerCount, 'holds').flatMap((path, i) =>
+      readEvidence(path).map((line) => {
+        const [messageId, delayedAttempt, deliveryCount, start, end] = line.split(' ');
+        const startedAt = Number(start);
+        return { messageId: `${messageId}#d${delayedAttempt}`, holder: `worker-${i + 1} delivery ${deliveryCount}`, startedAt, endedAt: Number(end), leaseEndsAt: startedAt + WORKER_LEASE_MS };
+      }),
+    );
   }
 
   /** Distinct ids handled so far. */
@@ -191,6 +214,11 @@ export class ScenarioContext {
       if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
       await new Promise((r) => setTimeout(r, intervalMs));
     }
+  }
+
+  #place(role: string): ((argv: readonly string[]) => string[]) | undefined {
+    const { scope } = this;
+    return scope.place ? (argv) => scope.place!(role, argv) : undefined;
   }
 
   private logs(role: string, count: number, extension: string): string[] {

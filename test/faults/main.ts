@@ -6,6 +6,9 @@
  * nsqjs client beside it in the same run).
  *
  * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq|rocketmq] [--messages N] [--seed N]
+ *
+ * The partition scenarios (partition-scenarios.ts) run only when named,
+ * one by one or all of them as `partition`; they need root and iproute2.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +23,9 @@ import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
 import { runScenario, skipReasonOf, type ScenarioResult } from './run.js';
-import { SCENARIOS } from './scenarios.js';
+import { networkUnavailableReason } from './network/ip.js';
+import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
+import { SCENARIOS, type Scenario } from './scenarios.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -34,9 +39,12 @@ const { values, positionals } = parseArgs({
 const messages = Number(values.messages);
 const seed = Number(values.seed);
 if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages must be a whole number >= 10, got ${values.messages}`);
-const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
-if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
-const scenarios = positionals.length > 0 ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+const ALL = [...SCENARIOS, ...PARTITION_SCENARIOS];
+const named = (s: Scenario) => positionals.includes(s.name) || (positionals.includes('partition') && PARTITION_SCENARIOS.includes(s));
+const unknown = positionals.filter((name) => name !== 'partition' && !ALL.some((s) => s.name === name));
+if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${ALL.map((s) => s.name).join(', ')}, and partition for every partition-* one`);
+const scenarios = positionals.length > 0 ? ALL.filter(named) : SCENARIOS;
+const partitions = scenarios.filter((s) => PARTITION_SCENARIOS.includes(s));
 if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq, rocketmq or all`);
 
 const started = Date.now();
@@ -54,6 +62,7 @@ if (wanted('redis')) adapters.push(() => new RedisFaultAdapter({ log }));
 if (wanted('jetstream')) {
   adapters.push(() => new JetStreamFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new JetStreamFaultAdapter({ nodes: 3, log }));
+  if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new JetStreamFaultAdapter({ nodes: 3, network: true, log }));
 }
 if (wanted('nsq')) {
   adapters.push(() => new NsqFaultAdapter({ log }));
@@ -68,12 +77,22 @@ if (wanted('rocketmq')) {
 
 const results: ScenarioResult[] = [];
 let failures = 0;
+const noNetwork = partitions.length > 0 ? networkUnavailableReason() : undefined;
+if (noNetwork) {
+  // Loud, and a failure in CI, where the partition scenarios must run.
+  if (process.env['CI'] === 'true') failures++;
+  for (const scenario of partitions) {
+    for (const transport of PARTITION_TRANSPORTS.filter((t) => wanted(t.split('-')[0]!))) {
+      results.push({ name: scenario.name, transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped: `no network of the suite's own: ${noNetwork}` });
+    }
+  }
+}
 for (const make of adapters) {
   const adapter = make();
   const applicable = scenarios.filter((s) => !skipReasonOf(adapter, s));
   const skippedHere = scenarios.filter((s) => skipReasonOf(adapter, s) && !s.only);
   // A cluster or settings variant's row is only worth printing for the scenario it runs.
-  const toReport = /-\d+-node$|^nsq-/.test(adapter.transport) ? [] : skippedHere;
+  const toReport = /-\d+-(node|netns)$|^nsq-/.test(adapter.transport) ? [] : skippedHere;
   for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
   if (applicable.length === 0) continue;
   log(`starting ${adapter.transport}`);
@@ -88,7 +107,7 @@ for (const make of adapters) {
         result = { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, notes: [`could not run: ${(error as Error).stack}`] };
       }
       // Where the broker loses messages by design, the bare client beside redeliver says how many: redeliver may not lose more.
-      if (result.lost > (result.bareLost ?? 0)) failures++;
+      if (result.lost > (result.bareLost ?? 0) || (result.overlaps ?? 0) > 0) failures++;
       results.push(result);
       log(formatRow(result));
     }
@@ -99,7 +118,7 @@ for (const make of adapters) {
 
 const elapsed = Math.round((Date.now() - started) / 1000);
 console.log('\nfault table');
-const order = (r: ScenarioResult) => SCENARIOS.findIndex((s) => s.name === r.name);
+const order = (r: ScenarioResult) => ALL.findIndex((s) => s.name === r.name);
 results.sort((a, b) => a.transport.localeCompare(b.transport) || order(a) - order(b));
 for (const result of results) console.log(formatRow(result));
 console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);

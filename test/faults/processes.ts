@@ -28,11 +28,20 @@ export class Child {
 
   /**
    * Starts `node --import tsx <script> ...args` from the repository root, writing its output to `outputPath`;
-   * `env` is added to this process's environment.
+   * `env` is added to this process's environment; `place` wraps the command line to run it elsewhere (a
+   * network namespace: the wrapper must exec the program, so that signals reach it). Default: run directly.
    */
-  static start(label: string, script: string, args: readonly string[], outputPath: string, env: Readonly<Record<string, string>> = {}): Child {
+  static start(
+    label: string,
+    script: string,
+    args: readonly string[],
+    outputPath: string,
+    env: Readonly<Record<string, string>> = {},
+    place: (argv: readonly string[]) => string[] = (argv) => [...argv],
+  ): Child {
     const out = openSync(outputPath, 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, ...env } });
+    const [file, ...argv] = place([process.execPath, '--import', 'tsx', script, ...args]);
+    const child = spawn(file!, argv, { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, ...env } });
     closeSync(out);
     return new Child(label, child);
   }

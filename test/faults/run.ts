@@ -5,6 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { describeOverlaps, findOverlaps } from '../support/holds.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
 import { ScenarioContext } from './context.js';
@@ -31,6 +32,14 @@ export interface ScenarioResult {
   readonly bareMessages?: number;
   readonly bareLost?: number;
   readonly bareDuplicates?: number;
+  /**
+   * Handler runs of one copy of a message (same delayed attempt) that
+   * started while another run of it held it under a live lease: two holders
+   * at once (recorded with `holds` in the workload).
+   */
+  readonly overlaps?: number;
+  /** Handler runs of a delayed retry's copy beside a run of the copy it replaced (redelivered: its ack was lost), counted apart. */
+  readonly copyOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   readonly notes?: readonly string[];
@@ -79,7 +88,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
   mkdirSync(bareDir, { recursive: true });
   const bareScope = await adapter.bareScope?.(scenario.name, `${label}-bare`, bareDir);
   const workload = scenario.workload(options.messages);
-  const settings = { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, ...workload };
+  const settings = { mix: DEFAULT_MIX, delayStepMs: 500, workMs: 10, holds: false, ...workload };
   const context = new ScenarioContext(adapter, scope, dir, settings, options.seed, options.log);
   const twin = bareScope && new ScenarioContext(adapter, bareScope, bareDir, settings, options.seed, (line) => options.log(`  bare client:${line}`));
   context.twin = twin;
@@ -101,7 +110,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     ]);
     await context.stopWorkers();
     const result = await evidence(context, scenario);
-    if (!twin) return row(scenario, adapter, result, recoverySeconds, context);
+    if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...oneHolder(context) };
     const bare = await evidence(twin, scenario);
     context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
     return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates };
@@ -113,6 +122,25 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
   }
 }
 
+/**
+ * The one-holder check, where the workers recorded their handler runs: two
+ * runs of one copy of a message (same delayed attempt) at once within the
+ * earlier one's lease are a failure; a run of a delayed retry's copy beside
+ * a run of the copy it replaced (redelivered: its ack was lost) is a
+ * duplicate the transport documents, counted apart. The first few of each
+ * are noted, with their delivery counts.
+ */
+function oneHolder(context: ScenarioContext): { overlaps?: number; copyOverlaps?: number } {
+  if (!context.workload.holds) return {};
+  const holds = context.holds();
+  const sameCopy = findOverlaps(holds);
+  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, messageId: hold.messageId.replace(/#d\d+$/, '') })));
+  const copies = byMessage.length - sameCopy.length;
+  const sample = sameCopy.length > 0 ? `: ${describeOverlaps(sameCopy.slice(0, 3))}` : '';
+  context.note(`${holds.length} handler runs; ${sameCopy.length} runs of one copy while another run held it${sample}; ${copies} runs of a delayed retry's copy beside the copy it replaced`);
+  return { overlaps: sameCopy.length, copyOverlaps: copies };
+}
+
 /** Counts a context's durable evidence once its workers have stopped. */
 async function evidence(context: ScenarioContext, scenario: Scenario): Promise<Accounting> {
   const { scope } = context;
@@ -121,15 +149,28 @@ async function evidence(context: ScenarioContext, scenario: Scenario): Promise<A
   return account({
     confirmed: scenario.counted?.(context) ?? context.confirmed(),
     handled: context.handled(),
-    errored: await scope.errorIds().catch((error: Error) => {
-      context.note(`error queue unreadable: ${error.message}`);
-      return [];
-    }),
-    pending: await scope.pendingIds().catch((error: Error) => {
-      context.note(`pending messages unreadable: ${error.message}`);
-      return [];
-    }),
+    errored: await readEvidence(context, 'error queue', () => scope.errorIds()),
+    pending: await readEvidence(context, 'pending messages', () => scope.pendingIds()),
   });
+}
+
+/** Attempts at reading the evidence off the broker, 2 s apart: a cluster just healed may answer "temporarily unavailable" for a while. */
+const EVIDENCE_READS = 10;
+
+/** Reads ids off the broker, again after a failure; notes the last failure and resolves none when every attempt failed. */
+async function readEvidence(context: ScenarioContext, what: string, read: () => Promise<string[]>): Promise<string[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= EVIDENCE_READS) {
+        context.note(`${what} unreadable: ${(error as Error).message}`);
+        return [];
+      }
+      context.debug(`${what} unreadable (attempt ${attempt} of ${EVIDENCE_READS}): ${(error as Error).message}`);
+      await new Promise((r) => setTimeout(r, 2_000));
+    }
+  }
 }
 
 /**

@@ -39,12 +39,31 @@ export interface NatsClusterOptions {
   readonly nodes?: number;
   /** Called with progress lines (boot, kill, restart). Default silent. */
   readonly log?: (line: string) => void;
+  /**
+   * Where node `index` runs: the address it listens on, with NATS's default
+   * ports (4222 clients, 6222 routes, 8222 monitoring), and the command line
+   * that runs a program there (e.g. inside a network namespace). Default:
+   * loopback, on free ports, run directly.
+   */
+  readonly placement?: (index: number) => NodePlacement;
 }
+
+/** Where a node runs (see {@link NatsClusterOptions.placement}). */
+export interface NodePlacement {
+  readonly host: string;
+  /** The command line that runs `argv` there. */
+  readonly command: (argv: readonly string[]) => string[];
+}
+
+/** NATS's default ports, used on a node's own address. */
+const DEFAULT_PORTS = { client: 4222, cluster: 6222, http: 8222 };
+const LOOPBACK: NodePlacement = { host: '127.0.0.1', command: (argv) => [...argv] };
 
 interface NodeSlot {
   readonly index: number;
   /** The node's `server_name`, which JetStream reports as a leader: `n<index>`. */
   readonly name: string;
+  readonly placement: NodePlacement;
   readonly clientPort: number;
   readonly clusterPort: number;
   readonly httpPort: number;
@@ -68,10 +87,10 @@ export function natsNodeSkipReason(): string | undefined {
 }
 
 
-/** GETs a monitoring endpoint; resolves its status and JSON body, or undefined when nothing answers within a second. */
-async function monitor(port: number, path: string): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
+/** GETs a node's monitoring endpoint; resolves its status and JSON body, or undefined when nothing answers within a second. */
+async function monitor(slot: NodeSlot, path: string): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
   try {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(1_000) });
+    const response = await fetch(`http://${slot.placement.host}:${slot.httpPort}${path}`, { signal: AbortSignal.timeout(1_000) });
     return { status: response.status, body: (await response.json().catch(() => ({}))) as Record<string, unknown> };
   } catch {
     return undefined;
@@ -103,16 +122,17 @@ export class NatsCluster {
     const count = options.nodes ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > 5) throw new RangeError(`NatsCluster: nodes must be 1 to 5, got ${count}`);
     const ports: number[] = [];
-    while (ports.length < 3 * count) {
+    while (!options.placement && ports.length < 3 * count) {
       const port = await freePort();
       if (port !== SHARED_PORT && !ports.includes(port)) ports.push(port);
     }
     const slots = Array.from({ length: count }, (_, i) => ({
       index: i + 1,
       name: `n${i + 1}`,
-      clientPort: ports[3 * i]!,
-      clusterPort: ports[3 * i + 1]!,
-      httpPort: ports[3 * i + 2]!,
+      placement: options.placement?.(i + 1) ?? LOOPBACK,
+      clientPort: options.placement ? DEFAULT_PORTS.client : ports[3 * i]!,
+      clusterPort: options.placement ? DEFAULT_PORTS.cluster : ports[3 * i + 1]!,
+      httpPort: options.placement ? DEFAULT_PORTS.http : ports[3 * i + 2]!,
       stalled: false,
     }));
     const cluster = new NatsCluster(mkdtempSync(join(tmpdir(), 'redeliver-nats-')), slots, options.log ?? (() => undefined));
@@ -133,7 +153,8 @@ export class NatsCluster {
 
   /** The client URL of node `index` (default 1). */
   url(index = 1): string {
-    return `nats://127.0.0.1:${this.#slot(index).clientPort}`;
+    const slot = this.#slot(index);
+    return `nats://${slot.placement.host}:${slot.clientPort}`;
   }
 
   /** The client port of node `index` (default 1). */
@@ -162,7 +183,8 @@ export class NatsCluster {
     mkdirSync(this.storeDir(index), { recursive: true });
     this.#writeConfig(slot);
     const started = Date.now();
-    const child = spawn(SERVER, ['-c', this.#configPath(slot), '-l', this.logPath(index)], { detached: true, stdio: 'ignore' });
+    const [file, ...args] = slot.placement.command([SERVER, '-c', this.#configPath(slot), '-l', this.logPath(index)]);
+    const child = spawn(file!, args, { detached: true, stdio: 'ignore' });
     child.unref();
     slot.process = child;
     slot.stalled = false;
@@ -185,7 +207,7 @@ export class NatsCluster {
     await slot.exited;
     slot.stalled = false;
     // A killed server's port stays open a moment after the process is reported gone.
-    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.clientPort)));
+    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.clientPort, slot.placement.host)));
   }
 
   /** Stops node `index` gracefully (SIGTERM) and starts it again on the same store directory. */
@@ -222,11 +244,11 @@ export class NatsCluster {
     this.#log(`account file storage limit ${bytes ?? 'none'}`);
     await Promise.all(
       this.#slots.filter((slot) => running(slot) && !slot.stalled).map(async (slot) => {
-        const before = (await monitor(slot.httpPort, '/varz'))?.body['config_load_time'];
+        const before = (await monitor(slot, '/varz'))?.body['config_load_time'];
         this.#writeConfig(slot);
         signalQuietly(slot.process!.pid!, 'SIGHUP');
         await until(`${slot.name} to reload its configuration`, 10_000, async () => {
-          const now = (await monitor(slot.httpPort, '/varz'))?.body['config_load_time'];
+          const now = (await monitor(slot, '/varz'))?.body['config_load_time'];
           return now !== undefined && now !== before;
         });
       }),
@@ -236,7 +258,7 @@ export class NatsCluster {
   /** The node leading the JetStream metadata (cluster only), from `/jsz` of a running node; undefined while none does. */
   async metaLeader(): Promise<number | undefined> {
     for (const slot of this.#slots.filter((s) => !s.stalled)) {
-      const jsz = await monitor(slot.httpPort, '/jsz');
+      const jsz = await monitor(slot, '/jsz');
       const leader = (jsz?.body['meta_cluster'] as { leader?: string } | undefined)?.leader;
       if (leader) return this.indexOf(leader);
     }
@@ -316,10 +338,10 @@ export class NatsCluster {
   }
 
   async #ready(slot: NodeSlot): Promise<boolean> {
-    const health = await monitor(slot.httpPort, '/healthz');
+    const health = await monitor(slot, '/healthz');
     if (health?.status !== 200) return false;
     if (this.#slots.length === 1) return true;
-    const jsz = await monitor(slot.httpPort, '/jsz');
+    const jsz = await monitor(slot, '/jsz');
     return Boolean((jsz?.body['meta_cluster'] as { leader?: string } | undefined)?.leader);
   }
 
@@ -331,7 +353,7 @@ export class NatsCluster {
     const timer = setTimeout(() => signalQuietly(pid, 'SIGKILL'), 10_000);
     await slot.exited;
     clearTimeout(timer);
-    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.clientPort)));
+    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.clientPort, slot.placement.host)));
   }
 
   #configPath(slot: NodeSlot): string {
@@ -341,15 +363,15 @@ export class NatsCluster {
   #writeConfig(slot: NodeSlot): void {
     const lines = [
       `server_name: ${slot.name}`,
-      `listen: 127.0.0.1:${slot.clientPort}`,
-      `http: 127.0.0.1:${slot.httpPort}`,
+      `listen: ${slot.placement.host}:${slot.clientPort}`,
+      `http: ${slot.placement.host}:${slot.httpPort}`,
       `jetstream { store_dir: "${this.storeDir(slot.index)}" }`,
       `accounts { ${ACCOUNT}: { jetstream: { max_mem: -1, max_file: ${this.#maxFile} }, users: [ { user: ${USER}, password: ${USER} } ] } }`,
       `no_auth_user: ${USER}`,
     ];
     if (this.#slots.length > 1) {
-      const routes = this.#slots.map((s) => `nats-route://127.0.0.1:${s.clusterPort}`).join(', ');
-      lines.push(`cluster { name: faults, listen: 127.0.0.1:${slot.clusterPort}, routes: [ ${routes} ] }`);
+      const routes = this.#slots.map((s) => `nats-route://${s.placement.host}:${s.clusterPort}`).join(', ');
+      lines.push(`cluster { name: faults, listen: ${slot.placement.host}:${slot.clusterPort}, routes: [ ${routes} ] }`);
     }
     writeFileSync(this.#configPath(slot), `${lines.join('\n')}\n`);
   }

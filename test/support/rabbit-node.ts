@@ -96,10 +96,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Whether something accepts connections on 127.0.0.1:`port`. */
-export function portOpen(port: number): Promise<boolean> {
+/** Whether something accepts connections on `host` (default 127.0.0.1) at `port`. */
+export function portOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
+    const socket = createConnection({ host, port });
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);

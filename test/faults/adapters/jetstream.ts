@@ -12,6 +12,11 @@
  * connection (`$SYS.REQ.SERVER.<id>.KICK` came with 2.10), so the proxy
  * closes them. On the cluster, they connect to node 1 only, and the leader
  * kill picks another node.
+ *
+ * With `network`, the three nodes run in network namespaces of the suite's
+ * own (see network/network.ts), the producer and the odd workers in a
+ * client namespace `c1`, the even workers in `c2`, every client knowing
+ * every node; the partition scenarios cut that network apart.
  */
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,10 +30,13 @@ import { readerFor, readStream } from '../../../src/transports/jetstream/stream-
 import { isNotFound } from '../../../src/transports/jetstream/topology.js';
 import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
+import { Nemesis } from '../network/nemesis.js';
+import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link JetStreamFaultAdapter}. */
 export interface JetStreamFaultAdapterOptions {
@@ -36,16 +44,29 @@ export interface JetStreamFaultAdapterOptions {
   readonly nodes?: number;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** Nodes and clients in network namespaces of the suite's own, for the partition scenarios (three nodes only). Default false. */
+  readonly network?: boolean;
 }
+
+/** The network's client members: the producer and odd workers in the first, even workers in the second. */
+const CLIENT_MEMBERS = ['c1', 'c2'] as const;
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
 
+/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
+function clientMemberOf(role: string): string {
+  const worker = /^worker-(\d+)$/.exec(role);
+  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
+}
+
 /** The node the cluster's clients connect to; the leader kill never picks it. */
 const CLIENT_NODE = 1;
 /** Step-downs tried to put a stream's leader and its consumer's leader on the same node. */
 const STEP_DOWNS = 10;
+/** Step-downs tried before a partition, fewer: a partition of the stream's leader alone is still one worth running. */
+const ROLE_STEP_DOWNS = 3;
 const NS_PER_MS = 1_000_000;
 
 /** The JetStream adapter, on servers of its own. */
@@ -53,6 +74,9 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   readonly transport: string;
   readonly #nodes: number;
   readonly #log: (line: string) => void;
+  readonly #networked: boolean;
+  #network?: FaultNetwork;
+  #nemesis?: Nemesis;
   #cluster?: NatsCluster;
   #harness?: { nc: NatsConnection; jsm: JetStreamManager };
   /** The names of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
@@ -63,10 +87,13 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   constructor(options: JetStreamFaultAdapterOptions = {}) {
     this.#nodes = options.nodes ?? 1;
     this.#log = options.log ?? (() => undefined);
-    this.transport = this.#nodes === 1 ? 'jetstream' : `jetstream-${this.#nodes}-node`;
+    this.#networked = options.network ?? false;
+    if (this.#networked && this.#nodes !== 3) throw new Error('JetStreamFaultAdapter: network needs nodes: 3');
+    this.transport = this.#nodes === 1 ? 'jetstream' : this.#networked ? `jetstream-${this.#nodes}-netns` : `jetstream-${this.#nodes}-node`;
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#networked) return scenario.startsWith('partition-') ? undefined : 'the namespaced cluster runs the partition scenarios only';
     if (this.#nodes === 1) return SINGLE_NODE_SKIPS[scenario];
     return scenario === 'cluster-leader-kill' ? undefined : 'the cluster runs the leader-kill scenario only';
   }
@@ -77,7 +104,16 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
-    this.#cluster = await NatsCluster.start({ nodes: this.#nodes, log: this.#log });
+    if (this.#networked) {
+      const swept = sweepNetworks();
+      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
+      const network = (this.#network = FaultNetwork.create(['n1', 'n2', 'n3', ...CLIENT_MEMBERS]));
+      this.#nemesis = new Nemesis(network, this.#log);
+      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+    }
+    const network = this.#network;
+    const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));
+    this.#cluster = await NatsCluster.start({ nodes: this.#nodes, log: this.#log, placement });
     const nc = await connect({
       servers: this.cluster.nodes.map((node) => this.cluster.url(node)),
       name: 'faults-harness',
@@ -91,8 +127,31 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   async stop(): Promise<void> {
     for (const proxy of this.#proxies.values()) await proxy.close();
     this.#proxies.clear();
+    this.#nemesis?.heal();
     await this.#harness?.nc.close().catch(() => undefined);
     await this.#cluster?.stop();
+    this.#network?.destroy();
+  }
+
+  get partitions(): Partitionable | undefined {
+    const nemesis = this.#nemesis;
+    if (!nemesis) return undefined;
+    return { nemesis, roles: (scope) => this.#roles(scope) };
+  }
+
+  /**
+   * The node leading the scope's work stream, after step-downs have put its
+   * consumer's leadership on the same node where they can (a partition of
+   * the leader then cuts off both), and the others.
+   */
+  async #roles(scope: Scope): Promise<PartitionRoles> {
+    const { stream } = this.#queues.get(scope.queue)!;
+    const cluster = this.cluster;
+    const leader = await cluster.streamLeader(stream);
+    let consumer = await cluster.consumerLeader(stream, QUEUE_CONSUMER);
+    for (let i = 0; consumer !== leader && i < ROLE_STEP_DOWNS; i++) consumer = await cluster.stepDownConsumer(stream, QUEUE_CONSUMER);
+    this.#log(`${stream}: stream leader node ${leader}, consumer leader node ${consumer}`);
+    return { leader: `n${leader}`, followers: cluster.nodes.filter((n) => n !== leader).map((n) => `n${n}`), clients: CLIENT_MEMBERS };
   }
 
   async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
@@ -104,7 +163,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     this.#queues.set(queue, work);
     this.#queues.set(errorQueue, error);
     const replicas = this.#nodes === 1 ? 1 : 3;
-    let servers = [this.cluster.url(CLIENT_NODE)];
+    let servers = this.#networked ? this.cluster.nodes.map((node) => this.cluster.url(node)) : [this.cluster.url(CLIENT_NODE)];
     if (this.#nodes === 1) {
       const proxy = await TcpProxy.start(this.cluster.port(1));
       this.#proxies.set(label, proxy);
@@ -128,10 +187,12 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     // The harness's own transport, to ingest the error queue: connected to the server itself, so no cut reaches it.
     const direct = this.cluster.url(CLIENT_NODE);
     const harness = openSpec({ kind: 'jetstream', servers: [direct], connectionName: `${label}-harness`, prefix: label, replicas });
+    const network = this.#network;
     return {
       label,
       queue,
       errorQueue,
+      place: network && ((role, argv) => network.command(clientMemberOf(role), argv)),
       cliTarget: direct,
       cliEnv: { [NATS_PREFIX_ENV]: label },
       spec,

@@ -5,6 +5,8 @@
  * pending messages). Faults a transport cannot have are left out, with the
  * reason in {@link FaultAdapter.skipReason}.
  */
+import type { Nemesis } from '../network/nemesis.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import type { TransportSpec } from '../transport-spec.js';
 
 /** The names a scenario uses, unique per scenario run. */
@@ -23,6 +25,12 @@ export interface Scope extends ScopeNames {
    * the scope has several (default: the scope's own choice).
    */
   spec(role: string, node?: number): TransportSpec;
+  /**
+   * The command line that runs a child process of `role` (`worker-1`,
+   * `producer-2`) where the scope places it, e.g. inside a network
+   * namespace. Default: on the host, as is.
+   */
+  place?(role: string, argv: readonly string[]): string[];
   /** The child scripts this scope's processes run, when not the redeliver worker and producer (the bare broker client's). */
   readonly children?: { readonly worker: string; readonly producer: string };
   /** The target the `redeliver` CLI takes (a file path, an AMQP or a Redis URL). */
@@ -65,6 +73,13 @@ export interface ScopeOptions {
   readonly errorQueueMaxLength?: number;
   /** Consumers find the broker's nodes through its discovery service (NSQ: nsqlookupd) instead of an address. Default false. */
   readonly discovery?: boolean;
+}
+
+/** A cluster on a network of the suite's own, which partition scenarios cut apart. */
+export interface Partitionable {
+  readonly nemesis: Nemesis;
+  /** Who leads the scope's work queue now, the other nodes, and the members its clients run in. */
+  roles(scope: Scope): Promise<PartitionRoles>;
 }
 
 /** What the fault suite needs of one transport. */
@@ -112,6 +127,8 @@ export interface FaultAdapter {
   deleteQueueIfEmpty?(queue: string): Promise<boolean>;
   /** Ready messages in a queue (0 when it does not exist). */
   readyCount?(queue: string): Promise<number>;
+  /** The cluster's network and nemesis, where the adapter runs its nodes and clients in network namespaces. */
+  readonly partitions?: Partitionable;
   /** Kills broker node `node` with SIGKILL; resolves a function that brings it back (brokers of several independent nodes). */
   killNode?(node: number): Promise<() => Promise<void>>;
   /** Kills the node leading the work queue with SIGKILL; resolves a function that brings it back. */

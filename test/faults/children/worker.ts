@@ -31,10 +31,17 @@ export interface WorkerConfig {
   readonly workMs: number;
   /** The SQLite lease: how soon a killed worker's messages come back. */
   readonly leaseMs: number;
+  /**
+   * Where to record every handler run, failing ones too: `<id> <delayed attempt> <delivery count> <start> <end>`
+   * (epoch ms). The delayed attempt tells a copy from the copy a delayed retry made of it; the delivery count is the
+   * broker's, for diagnosis. Default: not recorded.
+   */
+  readonly holdsLog?: string;
 }
 
 const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
 const log = openEvidenceLog(config.log);
+const holds = config.holdsLog === undefined ? undefined : openEvidenceLog(config.holdsLog);
 const transport = openSpec(config.transport);
 
 class InjectedFailure extends Error {
@@ -54,13 +61,19 @@ const endpoint = new Endpoint<{ i: number }>({
     errorQueue: config.errorQueue,
   },
   handler: async (message, context) => {
-    await sleep((message.i * 7919) % (config.workMs + 1));
-    const behaviour = behaviourOf(context.messageId, config.mix, config.seed);
-    const replayed = context.headers[HEADER.replayCount] !== undefined;
-    if (attemptFails(behaviour, { attempt: context.attempt, delayedAttempt: context.delayedAttempt, replayed })) {
-      throw new InjectedFailure(`injected failure (${behaviour})`);
+    // The wall clock: the one clock every process of the run reads alike (each process's performance.timeOrigin is off by milliseconds).
+    const startedAt = Date.now();
+    try {
+      await sleep((message.i * 7919) % (config.workMs + 1));
+      const behaviour = behaviourOf(context.messageId, config.mix, config.seed);
+      const replayed = context.headers[HEADER.replayCount] !== undefined;
+      if (attemptFails(behaviour, { attempt: context.attempt, delayedAttempt: context.delayedAttempt, replayed })) {
+        throw new InjectedFailure(`injected failure (${behaviour})`);
+      }
+      log.append(context.messageId);
+    } finally {
+      holds?.append(`${context.messageId} ${context.delayedAttempt} ${context.deliveryCount} ${startedAt} ${Date.now()}`);
     }
-    log.append(context.messageId);
   },
 });
 
@@ -72,6 +85,7 @@ process.once('SIGTERM', () => {
     await endpoint.stop();
     await transport.close();
     log.close();
+    holds?.close();
     process.exit(0);
   })();
 });
