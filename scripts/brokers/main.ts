@@ -17,8 +17,8 @@ import { rocketmq } from './rocketmq.js';
 import { aptInstall, debVersion, upstreamVersion } from './system.js';
 
 const BROKERS: readonly Broker[] = [rabbitmq, redis, nats, nsq, rocketmq];
-/** Debian packages the tests need beside the brokers: the browser the dashboard's tests drive. */
-const TOOLS = ['chromium'];
+/** Debian packages the tests need beside the brokers: the browser the dashboard's tests drive, and iproute2 for the fault suite's network of namespaces. */
+const TOOLS = ['chromium', 'iproute2'];
 const USAGE = `usage: npm run brokers -- up|down|status [--json] [${BROKERS.map((b) => b.name).join('|')} ...]`;
 
 const args = process.argv.slice(2);
