@@ -32,3 +32,26 @@ export class MessageTooLargeError extends FatalSendError {
     super(`redis: a message of ${bytes} bytes is larger than maxMessageBytes (${maxMessageBytes}); it was not sent`);
   }
 }
+
+/**
+ * A write the primary took, but fewer than `waitReplicas` replicas
+ * confirmed within `waitReplicasTimeoutMs`. The write stands on the primary
+ * and may still reach the replicas; if the primary fails before they have
+ * it, a failover loses it. Transient: a send tried again may store the
+ * message twice (a duplicate), a settlement tried again finds its delivery
+ * already settled.
+ */
+export class ReplicasBehindError extends Error {
+  override readonly name: string = 'ReplicasBehindError';
+  constructor(
+    readonly what: string,
+    readonly wanted: number,
+    readonly acknowledged: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      `redis: ${what} is on the primary but only ${acknowledged} of the ${wanted} replicas waitReplicas asks for confirmed it within ${timeoutMs} ms; ` +
+        'it may be lost if the primary fails now, and a retry may store it twice',
+    );
+  }
+}

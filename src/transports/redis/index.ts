@@ -17,4 +17,5 @@ export {
   DeliveryGoneError,
   AlreadySettledError,
   SettlementRefusedError,
+  ReplicasBehindError,
 } from './errors.js';
