@@ -50,7 +50,14 @@ if (wanted('rabbitmq')) {
   adapters.push(() => new RabbitMqFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
 }
-if (wanted('redis')) adapters.push(() => new RedisFaultAdapter({ log }));
+if (wanted('redis')) {
+  adapters.push(() => new RedisFaultAdapter({ log }));
+  // The failover, on a primary with two replicas and three Sentinels, without and with waitReplicas.
+  if (scenarios.some((s) => s.name === 'failover')) {
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 0, basePort: 7220 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 1, basePort: 7230 }, log }));
+  }
+}
 if (wanted('jetstream')) {
   adapters.push(() => new JetStreamFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new JetStreamFaultAdapter({ nodes: 3, log }));
@@ -73,7 +80,7 @@ for (const make of adapters) {
   const applicable = scenarios.filter((s) => !skipReasonOf(adapter, s));
   const skippedHere = scenarios.filter((s) => skipReasonOf(adapter, s) && !s.only);
   // A cluster or settings variant's row is only worth printing for the scenario it runs.
-  const toReport = /-\d+-node$|^nsq-/.test(adapter.transport) ? [] : skippedHere;
+  const toReport = /-\d+-node$|^nsq-|^redis-/.test(adapter.transport) ? [] : skippedHere;
   for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
   if (applicable.length === 0) continue;
   log(`starting ${adapter.transport}`);

@@ -1,6 +1,9 @@
 /**
  * The fault suite on Redis: a server of the suite's own (its own port and
- * directory, `appendfsync always`), never the shared one on 6379. Each
+ * directory, `appendfsync always`), never the shared one on 6379; or, for
+ * the `failover` scenario, a set-up of its own with replicas (`sentinel`:
+ * one primary, two replicas, three Sentinels, the processes finding the
+ * primary through the Sentinels), run with a given `waitReplicas`. Each
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
@@ -11,6 +14,7 @@ import { join } from 'node:path';
 import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
+import { MASTER_NAME, RedisReplicaSet } from '../../support/redis-replica-set.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
@@ -19,13 +23,23 @@ import type { FaultAdapter, Scope } from './types.js';
 export interface RedisFaultAdapterOptions {
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** Run the `failover` scenario only, on this set-up of its own instead of one server. Default: one server, no failover. */
+  readonly failover?: FailoverSetup;
+}
+
+/** A set-up with replicas for the `failover` scenario, and the `waitReplicas` its processes use. */
+export interface FailoverSetup {
+  readonly setup: 'sentinel';
+  readonly waitReplicas: number;
+  /** The first of its ports (the primary; replicas and Sentinels take the next five). */
+  readonly basePort: number;
 }
 
 const SKIPS: Record<string, string> = {
   'error-queue-full':
     'a Redis stream has no bound that refuses a write (MAXLEN trims the oldest entries instead): an error stream cannot be full; maxLength bounds sends only',
-  'cluster-leader-kill':
-    'not covered: Redis replication is asynchronous, so a failover after a primary is killed can lose writes it already acknowledged',
+  'cluster-leader-kill': 'a Redis primary with replicas fails over in the failover scenario, on set-ups of its own (redis-sentinel-w0, redis-sentinel-w1)',
+  failover: 'runs on set-ups with replicas of its own (redis-sentinel-w0, redis-sentinel-w1)',
 };
 
 /** Deletes a stream only when it holds no entry (`XLEN` 0); 1 when it is gone (or never was), else 0. */
@@ -39,19 +53,30 @@ return 0`;
 /** Entries read per `XRANGE` or `HSCAN` call. */
 const PAGE = 1_000;
 
-/** The Redis adapter, on a server of its own. */
+/** The Redis adapter, on a server of its own, or on a set-up with replicas for the failover scenario. */
 export class RedisFaultAdapter implements FaultAdapter {
-  readonly transport = 'redis';
+  readonly transport: string;
+  /** The set-up and `waitReplicas` of a failover adapter, reported on each of its rows. */
+  readonly failoverSetup?: { readonly setup: string; readonly waitReplicas: number };
   #node?: RedisNode;
+  #set?: RedisReplicaSet;
+  /** The set-up's primary, as the Sentinels last named it. */
+  #primary = 0;
+  readonly #failover?: FailoverSetup;
   readonly #log: (line: string) => void;
   /** The keys of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
   readonly #queues = new Map<string, QueueKeys>();
 
   constructor(options: RedisFaultAdapterOptions = {}) {
     this.#log = options.log ?? (() => undefined);
+    this.#failover = options.failover;
+    const failover = options.failover;
+    this.transport = failover ? `redis-${failover.setup}-w${failover.waitReplicas}` : 'redis';
+    if (failover) this.failoverSetup = { setup: failover.setup, waitReplicas: failover.waitReplicas };
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#failover) return scenario === 'failover' ? undefined : 'a set-up for the failover scenario only';
     return SKIPS[scenario];
   }
 
@@ -61,15 +86,40 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
-    this.#node = await RedisNode.start({ log: this.#log });
+    if (this.#failover) {
+      this.#set = await RedisReplicaSet.start({ basePort: this.#failover.basePort, replicas: 2, sentinels: 3, log: this.#log });
+      this.#primary = await this.#set.primaryPort();
+    } else {
+      this.#node = await RedisNode.start({ log: this.#log });
+    }
   }
 
   async stop(): Promise<void> {
     await this.#node?.stop();
+    await this.#set?.stop();
+  }
+
+  /**
+   * Kills the primary with SIGKILL and waits until the Sentinels have
+   * promoted a replica; resolves what happened, for the report. The killed
+   * primary stays down.
+   */
+  async failover(): Promise<string> {
+    const set = this.#set;
+    if (!set) throw new Error('RedisFaultAdapter: failover needs a failover set-up');
+    const old = await set.primaryPort();
+    await set.kill9(old);
+    const killedAt = Date.now();
+    this.#primary = await set.newPrimary(old);
+    return `primary ${old} killed -9, replica ${this.#primary} promoted ${((Date.now() - killedAt) / 1000).toFixed(1)} s later`;
+  }
+
+  /** One command to the server, or to the set-up's primary. */
+  #command(...args: (string | number)[]): Promise<unknown> {
+    return this.#set ? this.#set.command(this.#primary, ...args) : this.node.command(...args);
   }
 
   async scope(label: string, dir: string): Promise<Scope> {
-    const node = this.node;
     const queue = label;
     const errorQueue = `${label}.error`;
     const keys = new RedisKeys(label);
@@ -77,17 +127,21 @@ export class RedisFaultAdapter implements FaultAdapter {
     const error = keys.of(errorQueue);
     this.#queues.set(queue, work);
     this.#queues.set(errorQueue, error);
-    const spec = (role: string): TransportSpec => ({ kind: 'redis', url: node.url, connectionName: `${label}-${role}`, keyPrefix: label });
+    const set = this.#set;
+    const url = set ? set.url(this.#primary) : this.node.url;
+    const sentinels = set && { sentinels: set.sentinels, sentinelName: MASTER_NAME, waitReplicas: this.#failover!.waitReplicas };
+    const spec = (role: string): TransportSpec => ({ kind: 'redis', url, connectionName: `${label}-${role}`, keyPrefix: label, ...sentinels });
     const harness = openSpec(spec('harness'));
     return {
       label,
       queue,
       errorQueue,
-      cliTarget: node.url,
+      // On a set-up with replicas, the primary at the scope's start: the CLI takes one server.
+      cliTarget: url,
       cliEnv: { [REDIS_PREFIX_ENV]: label },
       spec,
-      errorCount: async () => Number(await node.command('XLEN', error.stream)),
-      delayedCount: async () => Number(await node.command('ZCARD', work.delayed)),
+      errorCount: async () => Number(await this.#command('XLEN', error.stream)),
+      delayedCount: async () => Number(await this.#command('ZCARD', work.delayed)),
       errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: async () => [...(await this.#streamIds(work.stream)), ...(await this.#delayedIds(work.delayedData))],
       cleanup: async () => {
@@ -131,13 +185,13 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async deleteQueueIfEmpty(queue: string): Promise<boolean> {
-    return Number(await this.node.command('EVAL', DELETE_IF_EMPTY, 1, this.#keysOf(queue).stream)) === 1;
+    return Number(await this.#command('EVAL', DELETE_IF_EMPTY, 1, this.#keysOf(queue).stream)) === 1;
   }
 
   async readyCount(queue: string): Promise<number> {
     const { stream } = this.#keysOf(queue);
-    const length = Number(await this.node.command('XLEN', stream));
-    const summary = (await this.node.command('XPENDING', stream, GROUP).catch(() => [0])) as unknown[];
+    const length = Number(await this.#command('XLEN', stream));
+    const summary = (await this.#command('XPENDING', stream, GROUP).catch(() => [0])) as unknown[];
     return length - Number(summary[0] ?? 0);
   }
 
@@ -151,7 +205,7 @@ export class RedisFaultAdapter implements FaultAdapter {
   async #streamIds(stream: string): Promise<string[]> {
     const ids: string[] = [];
     for (let start = '-'; ; ) {
-      const page = (await this.node.command('XRANGE', stream, start, '+', 'COUNT', PAGE)) as [string, string[]][];
+      const page = (await this.#command('XRANGE', stream, start, '+', 'COUNT', PAGE)) as [string, string[]][];
       for (const [, fields] of page) {
         const at = fields.findIndex((field, i) => i % 2 === 0 && field === 'i');
         if (at >= 0) ids.push(fields[at + 1]!);
@@ -166,7 +220,7 @@ export class RedisFaultAdapter implements FaultAdapter {
     const ids: string[] = [];
     let cursor = '0';
     do {
-      const [next, flat] = (await this.node.command('HSCAN', hash, cursor, 'MATCH', '*:i', 'COUNT', PAGE)) as [string, string[]];
+      const [next, flat] = (await this.#command('HSCAN', hash, cursor, 'MATCH', '*:i', 'COUNT', PAGE)) as [string, string[]];
       for (let i = 0; i + 1 < flat.length; i += 2) ids.push(flat[i + 1]!);
       cursor = next;
     } while (cursor !== '0');
@@ -177,8 +231,8 @@ export class RedisFaultAdapter implements FaultAdapter {
   async #deletePrefix(prefix: string): Promise<void> {
     let cursor = '0';
     do {
-      const [next, keys] = (await this.node.command('SCAN', cursor, 'MATCH', `{${prefix}}:*`, 'COUNT', PAGE)) as [string, string[]];
-      if (keys.length > 0) await this.node.command('DEL', ...keys);
+      const [next, keys] = (await this.#command('SCAN', cursor, 'MATCH', `{${prefix}}:*`, 'COUNT', PAGE)) as [string, string[]];
+      if (keys.length > 0) await this.#command('DEL', ...keys);
       cursor = next;
     } while (cursor !== '0');
   }
