@@ -5,7 +5,9 @@
  * frozen (SIGSTOP), each rejects with a transient `ReplicasBehindError`
  * after the timeout while the write stands on the primary, an ack beside
  * them still resolves, and once the replica runs again it has every one of
- * them: nothing lost.
+ * them: nothing lost. And the window it closes, made certain by a replica
+ * link that stops carrying writes: without it a failover loses a send the
+ * primary confirmed; with it, that send is never confirmed.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +16,7 @@ import { RedisKeys, RedisTransport, ReplicasBehindError } from '../../src/transp
 import { resolveRedisOptions } from '../../src/transports/redis/options.js';
 import { RedisReplicaSet } from '../support/redis-replica-set.js';
 import { redisNodeSkipReason } from '../support/redis-node.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 const skip = redisNodeSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
@@ -141,3 +144,53 @@ describe.skipIf(Boolean(skip))('waitReplicas on a primary with one replica', () 
     }
   }, 30_000);
 });
+
+describe.skipIf(Boolean(skip))('a failover to a replica that missed the last writes', () => {
+  let set: RedisReplicaSet;
+  let link: TcpProxy;
+  const [primaryPort, replicaPort] = [BASE_PORT + 2, BASE_PORT + 3];
+
+  beforeAll(async () => {
+    set = await RedisReplicaSet.start({ basePort: primaryPort, replicas: 1 });
+    // The replica follows the primary through a proxy, so its link can stop carrying writes.
+    link = await TcpProxy.start(primaryPort);
+    await set.command(replicaPort, 'REPLICAOF', '127.0.0.1', link.port);
+    await waitFor(async () => link.connections > 0 && /master_link_status:up/.test(String(await set.command(replicaPort, 'INFO', 'replication'))), 20_000, 'the replica in sync through the proxy');
+  }, 60_000);
+
+  afterAll(async () => {
+    await link?.close();
+    await set?.stop();
+  }, 60_000);
+
+  it('loses a send confirmed without waitReplicas; with it, that send is never confirmed', async () => {
+    const prefix = `wr-${process.pid}-lag`;
+    const k = new RedisKeys(prefix);
+    const url = set.url(primaryPort);
+    const plain = new RedisTransport({ url, keyPrefix: prefix, checkServer: false });
+    const waiting = new RedisTransport({ url, keyPrefix: prefix, checkServer: false, waitReplicas: 1, waitReplicasTimeoutMs: WAIT_MS });
+    try {
+      await plain.send('q', { id: 'before', body: text('b'), headers: {} });
+      await waiting.send('q', { id: 'synced', body: text('s'), headers: {} });
+      link.holdReplies();
+      await plain.send('q', { id: 'confirmed-then-lost', body: text('l'), headers: {} });
+      const refused = await waiting.send('q', { id: 'never-confirmed', body: text('n'), headers: {} }).then(() => undefined, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(ReplicasBehindError);
+      expect(Number(await set.command(primaryPort, 'XLEN', k.of('q').stream))).toBe(4);
+      await set.kill9(primaryPort);
+      link.cut();
+      await set.command(replicaPort, 'REPLICAOF', 'NO', 'ONE');
+      const entries = (await set.command(replicaPort, 'XRANGE', k.of('q').stream, '-', '+')) as [string, string[]][];
+      const ids = entries.map(([, fields]) => fields[fields.indexOf('i') + 1]);
+      // The promoted replica has what waitReplicas confirmed, and not the send confirmed without it.
+      expect(ids).toEqual(['before', 'synced']);
+    } finally {
+      await Promise.all([plain.close(), waiting.close()].map((p) => within(p)));
+    }
+  }, 30_000);
+});
+
+/** A close that may wait for a server killed under it: bounded, so the test ends. */
+function within(work: Promise<unknown>): Promise<unknown> {
+  return Promise.race([work.catch(() => undefined), sleep(3_000)]);
+}
