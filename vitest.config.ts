@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config';
  * files of its own) runs in parallel with other such files.
  */
 const RUNS_ALONE =
-  /support\/(brokers|rabbit-node|redis-node|nats-node|real-outage|tcp-proxy|rabbit-scratch|redis-scratch|jetstream-scratch|recording-rabbit)|rocketmq\/scratch|rocketmq-nodes|faults\/|cli\/support|nsqSkipReason|nsqNodeSkipReason|NsqNodes|NSQD_TCP|NSQD_HTTP|playwright|child_process|systemClock|setTimeout|sleep\(|Date\.now|performance\.now/;
+  /support\/(brokers|rabbit-node|redis-node|redis-cluster|nats-node|real-outage|tcp-proxy|rabbit-scratch|redis-scratch|jetstream-scratch|recording-rabbit)|rocketmq\/scratch|rocketmq-nodes|faults\/|cli\/support|nsqSkipReason|nsqNodeSkipReason|NsqNodes|NSQD_TCP|NSQD_HTTP|playwright|child_process|systemClock|setTimeout|sleep\(|Date\.now|performance\.now/;
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

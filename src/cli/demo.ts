@@ -9,6 +9,7 @@ import { SqliteTransport } from '../transports/sqlite/index.js';
 import type { JetStreamTransport } from '../transports/jetstream/index.js';
 import type { NsqTransport } from '../transports/nsq/index.js';
 import type { RedisTransport } from '../transports/redis/index.js';
+import { serverOf } from '../transports/redis/cluster.js';
 import type { RocketMqTransport } from '../transports/rocketmq/index.js';
 import type { ErrorEntry } from '../transport/error-queue.js';
 import { parseNsqTarget } from './nsq-target.js';
@@ -331,15 +332,16 @@ async function removeDemoStreams(transport: JetStreamTransport): Promise<boolean
   return doomed.length > 0;
 }
 
-/** Deletes the keys of an earlier Redis demo, and only those; resolves whether there were any. */
+/** Deletes the keys of an earlier Redis demo, and only those; resolves whether there were any. They share a hash tag, so one server (on a cluster, one primary) holds them all. */
 async function removeDemoKeys(transport: RedisTransport): Promise<boolean> {
   const pattern = `{${DEMO_REDIS_PREFIX}}:*`;
+  const server = await serverOf(transport.client, transport.keys.queues);
   let cursor = '0';
   let removed = 0;
   do {
-    const [next, keys] = await transport.client.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    const [next, keys] = await server.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
     cursor = next;
-    if (keys.length > 0) removed += await transport.client.del(...keys);
+    if (keys.length > 0) removed += await server.del(...keys);
   } while (cursor !== '0');
   return removed > 0;
 }

@@ -33,7 +33,7 @@ export const ROCKETMQ_NAME_SERVER_PORT = 9876;
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
 /** What the commands take as a target, for messages that list them. */
-const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL, a nats:// URL, an nsq:// target or a rocketmq:// proxy address';
+const TARGETS = 'the SQLite file an endpoint uses, an amqp:// URL, a redis:// URL (a Redis Cluster: redis://host:port,host:port or redis://host:port?cluster=1), a nats:// URL, an nsq:// target or a rocketmq:// proxy address';
 
 /**
  * The target a command works on: `target` itself, or `$REDELIVER_URL` when
@@ -53,7 +53,8 @@ export function resolveTarget(target: string | undefined, env: Readonly<Record<s
  * Opens the transport a command works on: an `amqp://` or `amqps://` URL is
  * RabbitMQ (its topology, and the marks that tell error queues, under the
  * prefix `env.REDELIVER_RABBITMQ_PREFIX`, or the default), a `redis://` or `rediss://` URL is Redis (its keys under the
- * prefix `env.REDELIVER_REDIS_PREFIX`, or the default), a `nats://` URL is
+ * prefix `env.REDELIVER_REDIS_PREFIX`, or the default; several seed nodes
+ * separated by commas, or one with `?cluster=1`, are a Redis Cluster), a `nats://` URL is
  * NATS JetStream (its streams under the prefix `env.REDELIVER_NATS_PREFIX`,
  * or the default), an `nsq://` target is NSQ (see `parseNsqTarget`),
  * `rocketmq://host:port` is Apache RocketMQ through the
@@ -162,7 +163,7 @@ async function openRedis(url: string, keyPrefix: string | undefined): Promise<Tr
  * error: a command fails at once on a server it cannot reach, rather than
  * waiting for reconnections that a terminal session does not want.
  */
-function firstConnection(client: import('ioredis').Redis): Promise<void> {
+function firstConnection(client: import('ioredis').Redis | import('ioredis').Cluster): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     const ready = () => {

@@ -6,7 +6,7 @@ import { NATS_PREFIX_ENV, openTransport, RABBITMQ_PREFIX_ENV, REDIS_PREFIX_ENV, 
 import { ioOf, type CliIo, type OutputStream } from './program.js';
 
 /** Help text of every `<target>` argument. */
-export const TARGET_HELP = `the SQLite file an endpoint uses, an amqp:// URL (topology prefix from --topology-prefix or $${RABBITMQ_PREFIX_ENV}), a redis:// URL (key prefix from $${REDIS_PREFIX_ENV}), a nats:// URL (stream prefix from $${NATS_PREFIX_ENV}), an nsq:// target (nsq://host:4150, with ?http=port for its HTTP API and ?lookupd=host:port) or rocketmq://<proxy host>:<port> (name server from --name-server or $${ROCKETMQ_NAME_SERVER_ENV}, consumer group from --consumer-group or $${ROCKETMQ_GROUP_ENV}); - for $${TARGET_ENV}`;
+export const TARGET_HELP = `the SQLite file an endpoint uses, an amqp:// URL (topology prefix from --topology-prefix or $${RABBITMQ_PREFIX_ENV}), a redis:// URL (key prefix from $${REDIS_PREFIX_ENV}; a Redis Cluster: redis://host:port,host:port or redis://host:port?cluster=1), a nats:// URL (stream prefix from $${NATS_PREFIX_ENV}), an nsq:// target (nsq://host:4150, with ?http=port for its HTTP API and ?lookupd=host:port) or rocketmq://<proxy host>:<port> (name server from --name-server or $${ROCKETMQ_NAME_SERVER_ENV}, consumer group from --consumer-group or $${ROCKETMQ_GROUP_ENV}); - for $${TARGET_ENV}`;
 
 /** Help text of a `[target]` argument, which may be left out. */
 export const OPTIONAL_TARGET_HELP = `${TARGET_HELP} (the default)`;

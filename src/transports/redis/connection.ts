@@ -1,5 +1,6 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../logger.js';
+import { isCluster, serverOf, type RedisClient } from './cluster.js';
 import type { ResolvedRedisOptions } from './options.js';
 
 /**
@@ -9,33 +10,69 @@ import type { ResolvedRedisOptions } from './options.js';
  * the `reconnect` backoff, queues commands while it is down, and sends
  * again on reconnection the commands that had no reply (settlements check
  * their lease, so a repeat changes nothing).
+ *
+ * On a cluster (a `Cluster` passed in, or a cluster `url`) the client is a
+ * cluster client of its own with the same settings on every node
+ * connection; it follows `MOVED` and `ASK` redirections and reconnects the
+ * whole cluster with the `reconnect` backoff.
  */
-export function openClient(options: ResolvedRedisOptions, blocking: boolean): Redis {
-  const settings = clientSettings(options, blocking);
-  const client = options.client === undefined ? new Redis(options.url, settings) : options.client.duplicate(settings);
+export function openClient(options: ResolvedRedisOptions, blocking: boolean): RedisClient {
+  const given = options.client;
+  let client: RedisClient;
+  if (given !== undefined && isCluster(given)) client = given.duplicate([], clusterSettings(options, blocking, given.options.redisOptions));
+  else if (given !== undefined) client = given.duplicate(nodeSettings(options, blocking));
+  else if (options.cluster !== undefined) {
+    const { seeds, username, password, tls } = options.cluster;
+    const auth = { ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }), ...(tls ? { tls: {} } : {}) };
+    client = new Cluster([...seeds], clusterSettings(options, blocking, auth));
+  } else client = new Redis(options.url, nodeSettings(options, blocking));
   watchErrors(client, options.logger, blocking ? 'blocking reads' : 'commands');
   return client;
 }
 
-function clientSettings(options: ResolvedRedisOptions, blocking: boolean): RedisOptions {
-  let previousDelayMs: number | undefined;
-  let elapsedMs = 0;
+/** The settings of a single server's connection. */
+function nodeSettings(options: ResolvedRedisOptions, blocking: boolean): RedisOptions {
   return {
     connectionName: options.connectionName,
     maxRetriesPerRequest: null,
     ...(blocking ? {} : { commandTimeout: options.commandTimeoutMs }),
-    retryStrategy: (times: number) => {
-      const delay = options.reconnect({ attempt: times, previousDelayMs, elapsedMs, random: options.random });
-      if (delay === undefined) return null;
-      previousDelayMs = delay;
-      elapsedMs += delay;
-      return Math.max(0, Math.round(delay));
+    retryStrategy: reconnectStrategy(options),
+  };
+}
+
+/**
+ * The settings of a cluster client: `base` (the node settings of the
+ * cluster passed in, or the url's credentials) with the transport's name
+ * and command timeout on every node connection, and the `reconnect`
+ * backoff for the cluster's.
+ */
+function clusterSettings(options: ResolvedRedisOptions, blocking: boolean, base: ClusterOptions['redisOptions']): ClusterOptions {
+  return {
+    redisOptions: {
+      ...base,
+      connectionName: options.connectionName,
+      maxRetriesPerRequest: null,
+      ...(blocking ? {} : { commandTimeout: options.commandTimeoutMs }),
     },
+    clusterRetryStrategy: reconnectStrategy(options),
+  };
+}
+
+/** The `reconnect` backoff as an ioredis retry strategy: milliseconds to wait, or null to stop. */
+function reconnectStrategy(options: ResolvedRedisOptions): (times: number) => number | null {
+  let previousDelayMs: number | undefined;
+  let elapsedMs = 0;
+  return (times: number) => {
+    const delay = options.reconnect({ attempt: times, previousDelayMs, elapsedMs, random: options.random });
+    if (delay === undefined) return null;
+    previousDelayMs = delay;
+    elapsedMs += delay;
+    return Math.max(0, Math.round(delay));
   };
 }
 
 /** An ioredis client without an `error` listener would crash the process: log instead, once per outage. */
-function watchErrors(client: Redis, logger: Logger | undefined, role: string): void {
+function watchErrors(client: RedisClient, logger: Logger | undefined, role: string): void {
   let down = false;
   client.on('error', (error: Error) => {
     if (down) return;
@@ -58,10 +95,15 @@ export interface ServerSettings {
   readonly maxmemoryPolicy: string;
 }
 
-/** Reads the persistence and eviction settings; undefined when `CONFIG` is refused (a managed server). */
-export async function readServerSettings(client: Redis): Promise<ServerSettings | undefined> {
+/**
+ * Reads the persistence and eviction settings of the server that holds
+ * `key` (on a cluster, the primary serving its slot); undefined when
+ * `CONFIG` is refused (a managed server).
+ */
+export async function readServerSettings(client: RedisClient, key: string): Promise<ServerSettings | undefined> {
   try {
-    const reply = (await client.call('CONFIG', 'GET', '*')) as string[];
+    const node = await serverOf(client, key);
+    const reply = (await node.call('CONFIG', 'GET', '*')) as string[];
     const map = new Map<string, string>();
     for (let i = 0; i + 1 < reply.length; i += 2) map.set(reply[i]!, reply[i + 1]!);
     return {
@@ -98,9 +140,11 @@ export function serverWarnings(settings: ServerSettings): string[] {
  * resolves once `work` settles, or as soon as one of them is not ready (now
  * or later). A command of a client that cannot reach its server waits in
  * ioredis's queue until the server is back, so pausing or closing waits for
- * it only while it can be answered.
+ * it only while it can be answered. A cluster client stays ready while one
+ * node is down; its commands for that node's slots are not queued but
+ * reject once its redirections and retries (`maxRedirections`) are spent.
  */
-export function whileReachable(clients: readonly Redis[], work: Promise<unknown>): Promise<void> {
+export function whileReachable(clients: readonly RedisClient[], work: Promise<unknown>): Promise<void> {
   if (clients.some((client) => client.status !== 'ready')) return Promise.resolve();
   return new Promise<void>((resolve) => {
     const done = () => {

@@ -9,6 +9,7 @@ export { RedisDelivery } from './delivery.js';
 export { RedisOperations, PURGE_CHUNK_SIZE } from './operations.js';
 export { MalformedEntryError } from './codec.js';
 export { serverWarnings, type ServerSettings } from './connection.js';
+export { keySlot, type RedisClient } from './cluster.js';
 export { classifyRedisSendError } from './send-errors.js';
 export {
   QueueFullError,

@@ -20,7 +20,6 @@
  * they carry and no headers, can be deleted, and are refused by a send-back
  * (see ./error-entry.ts).
  */
-import type { Redis } from 'ioredis';
 import { replayHeaders } from '../../headers/replay.js';
 import { pageSizeOf, SCAN_PAGE_SIZE } from '../../operations/scan-page.js';
 import { SendBackRefusedError } from '../../operations/send-back-destination.js';
@@ -30,6 +29,7 @@ import type { BrowseOptions, BulkSendBackOptions, BulkSummary, EntryResult, Erro
 import { KeyedErrorQueueOperations, sendBackEachInBatches } from '../../transport/keyed-operations.js';
 import type { QueueDepth, QueueInspection, QueueKind } from '../../transport/inspection.js';
 import { sendBackDestination } from '../../transport/send-back.js';
+import type { RedisClient } from './cluster.js';
 import { encodeHeaders, MalformedEntryError, type RawEntry } from './codec.js';
 import { errorEntryOf, isEntryKey, readEntryOf, type ReadEntry } from './error-entry.js';
 import { GROUP, type RedisKeys } from './keys.js';
@@ -63,7 +63,7 @@ interface Move {
 
 /** Error-queue operations and queue inspection on Redis, on the transport's command client. */
 export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQueueOperations, QueueInspection {
-  readonly #client: Redis;
+  readonly #client: RedisClient;
   readonly #keys: RedisKeys;
   readonly #scripts: ScriptRunner;
   readonly #clock: Clock;
@@ -75,7 +75,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
    * @param replicaWait how many replicas must have a send-back before it
    * resolves (the transport's `waitReplicas`). Default none.
    */
-  constructor(client: Redis, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock, replicaWait: ReplicaWait = { replicas: 0, timeoutMs: 0 }) {
+  constructor(client: RedisClient, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock, replicaWait: ReplicaWait = { replicas: 0, timeoutMs: 0 }) {
     super();
     this.#client = client;
     this.#keys = keys;
@@ -279,7 +279,7 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
     for (const move of moves) args.push(move.id, indexOf.get(move.destination)!, move.messageId, move.headers, move.body);
     const replies = await this.#scripts.run(SEND_BACK, keys, args);
     if (!Array.isArray(replies) || replies.length !== moves.length) throw new Error(`redis: the send-back script replied ${String(replies)} for ${moves.length} entries`);
-    await waitForReplicas(this.#client, this.#replicaWait, moves.length === 1 ? 'a send-back' : `a send-back of ${moves.length} entries`);
+    await waitForReplicas(this.#client, this.#keys.stream(errorQueue), this.#replicaWait, moves.length === 1 ? 'a send-back' : `a send-back of ${moves.length} entries`);
     return replies;
   }
 

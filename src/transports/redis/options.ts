@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import type { Redis } from 'ioredis';
 import { connectionBackoff } from '../../backoff/connection.js';
 import type { Backoff } from '../../backoff/types.js';
 import { DEFAULTS } from '../../defaults.js';
@@ -8,20 +7,28 @@ import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
 import type { ReplicaWait } from './replicas.js';
 import { leaseOption as sharedLeaseOption, wholeNumberOption } from '../../transport/options.js';
+import type { RedisClient } from './cluster.js';
+import { parseClusterTarget, type ClusterTarget } from './target.js';
 
 /** Options of a {@link RedisTransport}; every field is optional. */
 export interface RedisTransportOptions {
-  /** The server's URL (`redis://` or `rediss://`). Ignored when `client` is given. Default `'redis://127.0.0.1:6379'`. */
+  /**
+   * The server's URL (`redis://` or `rediss://`), or a Redis Cluster's: its
+   * seed nodes separated by commas (`redis://10.0.0.1:7000,10.0.0.2:7000`),
+   * or one seed with `?cluster=1` (see ./target.ts). Ignored when `client`
+   * is given. Default `'redis://127.0.0.1:6379'`.
+   */
   readonly url?: string;
   /**
-   * An ioredis client the application already has. The transport sends its
+   * An ioredis client the application already has, of one server (`Redis`)
+   * or of a Redis Cluster (`Cluster`). The transport sends its
    * commands on it, never changes its options and never closes it; each
    * consumer gets a `duplicate()` of it for its blocking reads, and the
    * transport one more for its settlements (opened with its first consumer,
    * closed with it). Default none: the transport opens its own clients from
    * `url`.
    */
-  readonly client?: Redis;
+  readonly client?: RedisClient;
   /**
    * The prefix of every key, and the hash tag they share: `{<prefix>}:…`.
    * Endpoints that share queues must share the prefix. Default `'redeliver'`.
@@ -126,7 +133,9 @@ export const REDIS_DEFAULTS = {
 /** Options with defaults applied and values checked. */
 export interface ResolvedRedisOptions {
   readonly url: string;
-  readonly client: Redis | undefined;
+  /** The cluster `url` names; undefined for one server. */
+  readonly cluster: ClusterTarget | undefined;
+  readonly client: RedisClient | undefined;
   readonly keyPrefix: string;
   readonly connectionName: string;
   readonly consumerName: string;
@@ -161,8 +170,10 @@ export function resolveRedisOptions(options: RedisTransportOptions = {}): Resolv
   if (waitReplicas > 0 && waitTimeoutMs >= commandTimeoutMs) {
     throw new RangeError(`RedisTransport: waitReplicasTimeoutMs (${waitTimeoutMs}) must be less than commandTimeoutMs (${commandTimeoutMs}), or the command times out before WAIT answers`);
   }
+  const cluster = options.client === undefined ? parseClusterTarget(url) : undefined;
   return {
     url,
+    cluster,
     client: options.client,
     keyPrefix: options.keyPrefix ?? REDIS_DEFAULTS.keyPrefix,
     connectionName: name('connectionName', options.connectionName ?? REDIS_DEFAULTS.connectionName),

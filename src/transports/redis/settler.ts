@@ -92,7 +92,7 @@ export class Settler {
   /** Resolves the error of a `WAIT` that fell short (or failed), undefined once the replicas have every write so far. */
   async #waitForReplicas(settlements: number): Promise<unknown> {
     try {
-      await waitForReplicas(this.scripts.client, this.replicaWait, settlements === 1 ? 'a settlement' : `a call of ${settlements} settlements`);
+      await waitForReplicas(this.scripts.client, this.#keys.stream, this.replicaWait, settlements === 1 ? 'a settlement' : `a call of ${settlements} settlements`);
       return undefined;
     } catch (error) {
       return error;

@@ -5,6 +5,7 @@ import type { Logger } from '../../logger.js';
 import type { Clock } from '../../time/clock.js';
 import type { Random } from '../../time/random.js';
 import type { DeliveryListener, Subscription } from '../../transport/types.js';
+import { addressOf, nodeAt, nodeOf, type RedisClient } from './cluster.js';
 import { decodeDelivered, type RawEntry } from './codec.js';
 import { whileReachable } from './connection.js';
 import { RedisDelivery, type DeliveryOwner } from './delivery.js';
@@ -27,10 +28,10 @@ export interface RedisConsumerSettings {
   /** The `{p}:queues` hash: consuming a queue registers it as a work queue. */
   readonly queuesKey: string;
   /** The transport's command client: the group, the scripts that promote due retries and take over leases, and `CLIENT UNBLOCK`. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   readonly scripts: ScriptRunner;
-  /** This consumer's own connection, for its blocking reads; closed with it. */
-  readonly blocking: Redis;
+  /** This consumer's own connection (on a cluster, client), for its blocking reads; closed with it. */
+  readonly blocking: RedisClient;
   /** Settles and extends this queue's deliveries, on a connection of their own. */
   readonly settler: Settler;
   readonly reconnect: Backoff;
@@ -71,6 +72,14 @@ const UNBLOCK_TRIES = 50;
  * while no read is blocked, or one that also looks for expired leases, cuts
  * a blocked read short with `CLIENT UNBLOCK` and lets the read loop do the
  * work. There is no timer per waiting message.
+ *
+ * On Redis Cluster the read goes to the primary that serves the prefix's
+ * slot; the consumer learns its connection's id on that node (ids are per
+ * node, so the same number names another client elsewhere) and sends
+ * `CLIENT UNBLOCK` to that node only. When the slot moves, the read follows
+ * the redirection and the id is learnt again before the next read; an
+ * unblock meanwhile finds nothing to cut short, and the read returns by
+ * itself within `pollIntervalMs`.
  */
 export class RedisSubscription implements Subscription, DeliveryOwner {
   readonly #s: RedisConsumerSettings;
@@ -92,7 +101,9 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   #upkeepFailures = 0;
   /** A blocking read is on its way or blocked. */
   #reading = false;
+  /** The id of the connection reads go out on, and that connection, which {@link learnBlockingId} asked. */
   #blockingId: number | undefined;
+  #blockingNode: Redis | undefined;
   /** The read or claim under way, which pause and close wait for. */
   #busy: Promise<unknown> = Promise.resolve();
   #kicked: (() => void) | undefined;
@@ -108,7 +119,10 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   constructor(settings: RedisConsumerSettings) {
     this.#s = settings;
     this.#prefetch = settings.prefetch;
-    settings.blocking.on('ready', () => this.#learnBlockingId());
+    // A reconnection is a new connection with a new id.
+    settings.blocking.on('ready', () => {
+      this.#blockingNode = undefined;
+    });
     this.#loop = this.#run();
   }
 
@@ -314,15 +328,21 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
       if (!/BUSYGROUP/.test((error as Error)?.message ?? '')) throw error;
     }
     await s.client.hsetnx(s.queuesKey, s.queue, 'work');
-    if (this.#blockingId === undefined) await this.#learnBlockingId();
     this.#groupReady = true;
   }
 
+  /** Learns the id of the connection the next read goes out on, unless already known: on a cluster, the blocking client's connection to the stream's primary. */
   async #learnBlockingId(): Promise<void> {
+    const node = nodeOf(this.#s.blocking, this.#s.keys.stream);
+    if (node !== undefined && node === this.#blockingNode) return;
+    this.#blockingId = undefined;
+    this.#blockingNode = undefined;
+    if (node === undefined) return;
     try {
-      this.#blockingId = Number(await this.#s.blocking.client('ID'));
+      this.#blockingId = Number(await node.client('ID'));
+      this.#blockingNode = node;
     } catch {
-      this.#blockingId = undefined;
+      // Learnt before the next read.
     }
   }
 
@@ -354,6 +374,7 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
 
   async #read(): Promise<void> {
     const s = this.#s;
+    await this.#learnBlockingId();
     const count = Math.min(s.batchSize, this.#readRoom());
     this.#reading = true;
     this.#readAsked = count;
@@ -472,8 +493,11 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   async #unblock(): Promise<void> {
     for (let i = 0; i < UNBLOCK_TRIES && this.#reading; i++) {
       const id = this.#blockingId;
-      if (id === undefined) return;
-      const done = await this.#s.client.client('UNBLOCK', id, 'TIMEOUT').catch(() => 0);
+      const reader = this.#blockingNode;
+      // The id names a client of the node the read went to: ask that node, never another.
+      const node = reader === undefined ? undefined : nodeAt(this.#s.client, addressOf(reader));
+      if (id === undefined || node === undefined) return;
+      const done = await node.client('UNBLOCK', id, 'TIMEOUT').catch(() => 0);
       if (done === 1 || !this.#reading) return;
       await this.#s.clock.sleep(2).catch(() => undefined);
     }

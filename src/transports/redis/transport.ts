@@ -1,6 +1,5 @@
 import { checkConsume, checkHeaders, checkQueue } from '../../transport/arguments.js';
 import { MAX_HELD_DELAY_MS, sendDelay } from '../../transport/delay.js';
-import type { Redis } from 'ioredis';
 import type { SendErrorKind } from '../../transport/send-errors.js';
 import type {
   ConsumeOptions,
@@ -10,6 +9,7 @@ import type {
   Transport,
   TransportCapabilities,
 } from '../../transport/types.js';
+import type { RedisClient } from './cluster.js';
 import { encodeHeaders } from './codec.js';
 import { openClient, readServerSettings, serverWarnings, whileReachable, type ServerSettings } from './connection.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
@@ -54,7 +54,7 @@ export class RedisTransport implements Transport {
   /** The key names of this transport's prefix. */
   readonly keys: RedisKeys;
   /** The client commands go on: the one passed in, or the transport's own. */
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** Runs the transport's scripts on {@link client}. */
   readonly scripts: ScriptRunner;
   readonly #options: ResolvedRedisOptions;
@@ -62,7 +62,7 @@ export class RedisTransport implements Transport {
   readonly #consumers = new Map<string, Set<RedisSubscription>>();
   readonly #settlers = new Map<string, Settler>();
   /** The connection settlements and lease extensions go on, opened with the first consumer; always the transport's own. */
-  #settling: { readonly client: Redis; readonly scripts: ScriptRunner } | undefined;
+  #settling: { readonly client: RedisClient; readonly scripts: ScriptRunner } | undefined;
   readonly #operations: RedisOperations;
   #serverChecked: Promise<ServerSettings | undefined> | undefined;
   #closed = false;
@@ -99,7 +99,7 @@ export class RedisTransport implements Transport {
    * messages.
    */
   serverSettings(): Promise<ServerSettings | undefined> {
-    this.#serverChecked ??= readServerSettings(this.client).then((settings) => {
+    this.#serverChecked ??= readServerSettings(this.client, this.keys.queues).then((settings) => {
       const logger = this.#options.logger;
       if (settings === undefined) logger?.info({}, 'redis: could not read the server settings (CONFIG refused); see docs/redis.md for the persistence it needs');
       else for (const warning of serverWarnings(settings)) logger?.warn({ settings }, `redis: ${warning}`);
@@ -134,7 +134,7 @@ export class RedisTransport implements Transport {
       const [written, held] = (await this.scripts.run(SEND, keys, [queue, bound, ...slice.flat()])) as [number, number];
       if (written !== 1) throw new QueueFullError(queue, held, bound);
       this.#notifyDue(queue, sentAt, slice);
-      await waitForReplicas(this.client, this.#options.waitReplicas, slice.length === 1 ? 'the send' : `a send of ${slice.length} messages`);
+      await waitForReplicas(this.client, k.stream, this.#options.waitReplicas, slice.length === 1 ? 'the send' : `a send of ${slice.length} messages`);
     }
   }
 
@@ -248,7 +248,7 @@ export class RedisTransport implements Transport {
 }
 
 /** Closes a connection of the transport's own: politely while it is up, at once otherwise. */
-async function closeClient(client: Redis): Promise<void> {
+async function closeClient(client: RedisClient): Promise<void> {
   if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
   else client.disconnect();
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cluster.js';
 
 /** A Lua script. */
 export interface Script {
@@ -17,7 +17,7 @@ export interface Script {
 export class ScriptRunner {
   readonly #shas = new Map<Script, string>();
 
-  constructor(readonly client: Redis) {}
+  constructor(readonly client: RedisClient) {}
 
   /** Runs `script` and returns its reply, bulk strings as Buffers. */
   async run(script: Script, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {

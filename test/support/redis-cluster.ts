@@ -1,0 +1,332 @@
+/**
+ * A Redis Cluster of a test's own: N primaries with R replicas each, every
+ * node on its own loopback port (in a range the test names, never 6379) and
+ * its own directory under one temporary base directory, with every write in
+ * the append-only file before the reply (`--appendonly yes --appendfsync
+ * always`) and no RDB snapshots. The cluster is formed with
+ * `redis-cli --cluster create` and is ready once every node reports
+ * `cluster_state:ok` with all 16384 slots assigned and sees every other node.
+ *
+ * Cleanup: `stop()` kills every node and removes the base directory; if the
+ * test process exits first, an exit hook does the same by pid.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { portOpen } from './rabbit-node.js';
+import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
+
+const run = promisify(execFile);
+
+/** How many hash slots a Redis Cluster has. */
+export const CLUSTER_SLOTS = 16_384;
+
+/** The cluster bus of a node listens on its port plus this. */
+const BUS_OFFSET = 10_000;
+
+/** Options of {@link RedisCluster.start}. */
+export interface RedisClusterOptions {
+  /** How many primaries share the slots. Default 3 (the fewest `redis-cli --cluster create` accepts). */
+  readonly primaries?: number;
+  /** How many replicas each primary gets. Default 1. */
+  readonly replicasPerPrimary?: number;
+  /** The inclusive range of client ports the nodes may take (bus ports are 10000 higher). Default 7100–7199. */
+  readonly ports?: readonly [number, number];
+  /** Milliseconds a node may be unreachable before the cluster marks it failed (`cluster-node-timeout`). Default 2000. */
+  readonly nodeTimeoutMs?: number;
+  /** Called with progress lines (boot, create, kill, stop). Default silent. */
+  readonly log?: (line: string) => void;
+}
+
+/** One node of the cluster. */
+export interface ClusterNode {
+  /** Its client port on 127.0.0.1. */
+  readonly port: number;
+  /** Its data directory (AOF, nodes.conf, log). */
+  readonly dir: string;
+}
+
+/** One shard as `CLUSTER SHARDS` describes it. */
+export interface ClusterShard {
+  /** The slot ranges it serves, inclusive. */
+  readonly slots: readonly (readonly [number, number])[];
+  /** Its nodes that are not marked failed. */
+  readonly nodes: readonly { readonly port: number; readonly role: 'master' | 'replica'; readonly health: string }[];
+}
+
+interface RunningNode extends ClusterNode {
+  process?: ChildProcess;
+  exited?: Promise<void>;
+}
+
+/** A Redis Cluster of this process's own. Start it with {@link RedisCluster.start}. */
+export class RedisCluster {
+  readonly #nodes: RunningNode[];
+  readonly #admins = new Map<number, Redis>();
+
+  private constructor(
+    /** The directory holding every node's directory. */
+    readonly dir: string,
+    ports: readonly number[],
+    /** How many primaries share the slots. */
+    readonly primaries: number,
+    private readonly nodeTimeoutMs: number,
+    private readonly log: (line: string) => void,
+  ) {
+    this.#nodes = ports.map((port) => ({ port, dir: join(dir, String(port)) }));
+  }
+
+  /** Starts the nodes, forms the cluster and resolves once every node reports it whole and healthy. */
+  static async start(options: RedisClusterOptions = {}): Promise<RedisCluster> {
+    const primaries = options.primaries ?? 3;
+    const replicas = options.replicasPerPrimary ?? 1;
+    if (!Number.isInteger(primaries) || primaries < 3) throw new Error(`a Redis Cluster needs at least 3 primaries, got ${primaries}`);
+    if (!Number.isInteger(replicas) || replicas < 0) throw new Error(`replicasPerPrimary must be a whole number >= 0, got ${replicas}`);
+    const ports = await freeClusterPorts(primaries * (1 + replicas), options.ports ?? [7100, 7199]);
+    const cluster = new RedisCluster(mkdtempSync(join(tmpdir(), 'redeliver-redis-cluster-')), ports, primaries, options.nodeTimeoutMs ?? 2_000, options.log ?? (() => undefined));
+    trackServer(cluster);
+    try {
+      await Promise.all(cluster.#nodes.map((node) => cluster.#boot(node)));
+      await cluster.#create(replicas);
+      await cluster.waitHealthy();
+    } catch (error) {
+      cluster.destroySync();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** Every node, primaries and replicas, in the order `redis-cli --cluster create` was given them. */
+  get nodes(): readonly ClusterNode[] {
+    return this.#nodes;
+  }
+
+  /** The node addresses to hand an ioredis `Cluster` as seeds. */
+  get seeds(): { host: string; port: number }[] {
+    return this.#nodes.map((node) => ({ host: '127.0.0.1', port: node.port }));
+  }
+
+  /**
+   * Resolves once every running node reports `cluster_state:ok` with all
+   * slots served and knows every other running node as not failed, and
+   * `CLUSTER SHARDS` on every running node shows one shard per primary,
+   * each serving slots, and every running node online (a replica is listed
+   * in its primary's shard, online, once it has synced with it).
+   */
+  async waitHealthy(timeoutMs = 60_000): Promise<void> {
+    const running = () => this.#nodes.filter((node) => node.process !== undefined);
+    await until('the Redis Cluster to report cluster_state:ok on every node', timeoutMs, async () => {
+      for (const node of running()) {
+        const info = parseInfo(String(await this.command(node.port, 'CLUSTER', 'INFO').catch(() => '')));
+        if (info.get('cluster_state') !== 'ok' || info.get('cluster_slots_ok') !== String(CLUSTER_SLOTS)) return false;
+        const rows = parseClusterNodes(String(await this.command(node.port, 'CLUSTER', 'NODES')));
+        for (const other of running()) {
+          const row = rows.find((r) => r.port === other.port);
+          if (row === undefined || row.flags.some((f) => f === 'fail' || f === 'fail?' || f === 'handshake' || f === 'noaddr')) return false;
+        }
+      }
+      for (const node of running()) {
+        const shards = await this.shards(node.port).catch(() => []);
+        if (shards.length !== this.primaries || shards.some((shard) => shard.slots.length === 0)) return false;
+        const listed = shards.flatMap((shard) => shard.nodes);
+        if (!running().every((other) => listed.some((n) => n.port === other.port && n.health === 'online'))) return false;
+      }
+      return true;
+    }, 100);
+  }
+
+  /** The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`). */
+  async keySlot(key: string): Promise<number> {
+    return Number(await this.command(this.#anyRunning().port, 'CLUSTER', 'KEYSLOT', key));
+  }
+
+  /** The shards as the node on `port` (default: the first running node) sees them (`CLUSTER SHARDS`). */
+  async shards(port = this.#anyRunning().port): Promise<ClusterShard[]> {
+    const reply = (await this.command(port, 'CLUSTER', 'SHARDS')) as unknown[];
+    return reply.map((raw) => {
+      const shard = pairs(raw as unknown[]);
+      const flat = (shard.get('slots') as unknown[]).map(Number);
+      const slots: [number, number][] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) slots.push([flat[i]!, flat[i + 1]!]);
+      const nodes = (shard.get('nodes') as unknown[]).map((n) => {
+        const node = pairs(n as unknown[]);
+        return { port: Number(node.get('port')), role: String(node.get('role')) as 'master' | 'replica', health: String(node.get('health')) };
+      });
+      return { slots, nodes };
+    });
+  }
+
+  /** The port of the primary that serves `slot` now, and of its replicas. */
+  async nodesOfSlot(slot: number): Promise<{ primary: number; replicas: number[] }> {
+    for (const shard of await this.shards()) {
+      if (!shard.slots.some(([from, to]) => slot >= from && slot <= to)) continue;
+      const primary = shard.nodes.find((n) => n.role === 'master' && n.health !== 'fail');
+      if (primary === undefined) throw new Error(`slot ${slot} has no live primary`);
+      return { primary: primary.port, replicas: shard.nodes.filter((n) => n.role === 'replica').map((n) => n.port) };
+    }
+    throw new Error(`slot ${slot} is served by no shard`);
+  }
+
+  /** The port of the primary that holds `key` now. */
+  async primaryOf(key: string): Promise<number> {
+    return (await this.nodesOfSlot(await this.keySlot(key))).primary;
+  }
+
+  /** Kills the node on `port` with SIGKILL; resolves when its process is gone and its port closed. */
+  async kill9(port: number): Promise<void> {
+    const node = this.#node(port);
+    this.log(`kill -9 redis cluster node ${port}`);
+    this.#dropAdmin(port);
+    if (node.process?.pid) killQuietly(node.process.pid);
+    await node.exited;
+    node.process = undefined;
+    await until(`redis cluster node ${port} to close its port`, 30_000, async () => !(await portOpen(port)), 50);
+  }
+
+  /** Starts a killed node again on its directory (its nodes.conf and AOF); resolves when it answers PING. */
+  async restart(port: number): Promise<void> {
+    const node = this.#node(port);
+    if (node.process !== undefined) throw new Error(`redis cluster node ${port} is still running`);
+    await this.#boot(node);
+  }
+
+  /** Sends one command to the node on `port` on an admin connection of the cluster's own. */
+  command(port: number, ...args: (string | number)[]): Promise<unknown> {
+    let admin = this.#admins.get(port);
+    if (admin === undefined) {
+      admin = new Redis({ port, host: '127.0.0.1', enableOfflineQueue: true, maxRetriesPerRequest: 1, retryStrategy: () => 100, connectTimeout: 2_000 });
+      admin.on('error', () => undefined);
+      this.#admins.set(port, admin);
+    }
+    const [name, ...rest] = args;
+    return admin.call(String(name), ...rest);
+  }
+
+  /** Kills every node and removes the base directory. Safe to call twice. */
+  async stop(): Promise<void> {
+    if (!isTracked(this)) return;
+    const exits = this.#nodes.map((node) => node.exited ?? Promise.resolve());
+    this.destroySync();
+    await Promise.all(exits);
+    await Promise.all(this.#nodes.map((node) => until(`redis cluster node ${node.port} to close its port`, 30_000, async () => !(await portOpen(node.port)), 50)));
+    this.log('redis cluster stopped');
+  }
+
+  /** Kills every node by pid and removes the base directory, synchronously (for exit hooks). */
+  destroySync(): void {
+    if (!untrackServer(this)) return;
+    for (const port of [...this.#admins.keys()]) this.#dropAdmin(port);
+    for (const node of this.#nodes) if (node.process?.pid) killQuietly(node.process.pid);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  async #boot(node: RunningNode): Promise<void> {
+    mkdirSync(node.dir, { recursive: true });
+    const child = spawn(
+      'redis-server',
+      [
+        '--port', String(node.port),
+        '--bind', '127.0.0.1',
+        '--dir', node.dir,
+        '--cluster-enabled', 'yes',
+        '--cluster-config-file', 'nodes.conf',
+        '--cluster-node-timeout', String(this.nodeTimeoutMs),
+        '--appendonly', 'yes',
+        '--appendfsync', 'always',
+        '--save', '',
+        '--daemonize', 'no',
+        '--logfile', join(node.dir, 'redis.log'),
+      ],
+      { detached: true, stdio: 'ignore' },
+    );
+    child.unref();
+    node.process = child;
+    node.exited = new Promise((resolve) => {
+      child.once('exit', () => resolve());
+      child.once('error', () => resolve());
+    });
+    await until(`redis cluster node ${node.port} to answer PING`, 60_000, async () => {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis cluster node ${node.port} exited at start; see ${join(node.dir, 'redis.log')}`);
+      return (await this.command(node.port, 'PING').catch(() => '')) === 'PONG';
+    }, 50);
+    this.log(`redis cluster node up on ${node.port}`);
+  }
+
+  async #create(replicas: number): Promise<void> {
+    const addresses = this.#nodes.map((node) => `127.0.0.1:${node.port}`);
+    this.log(`redis-cli --cluster create ${addresses.join(' ')} --cluster-replicas ${replicas}`);
+    try {
+      await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'], { timeout: 60_000 });
+    } catch (error) {
+      const e = error as { stdout?: string; stderr?: string; message: string };
+      throw new Error(`redis-cli --cluster create failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+    }
+  }
+
+  #node(port: number): RunningNode {
+    const node = this.#nodes.find((n) => n.port === port);
+    if (node === undefined) throw new Error(`no node of this cluster on port ${port}`);
+    return node;
+  }
+
+  #anyRunning(): RunningNode {
+    const node = this.#nodes.find((n) => n.process !== undefined);
+    if (node === undefined) throw new Error('no node of the cluster is running');
+    return node;
+  }
+
+  #dropAdmin(port: number): void {
+    this.#admins.get(port)?.disconnect();
+    this.#admins.delete(port);
+  }
+}
+
+/** One row of `CLUSTER NODES`: the node's port and flags. */
+export function parseClusterNodes(output: string): { id: string; port: number; flags: string[] }[] {
+  return output
+    .split('\n')
+    .filter((line) => line.trim().length > 0)
+    .map((line) => {
+      const [id = '', address = '', flags = ''] = line.split(' ');
+      return { id, port: Number(/:(\d+)@/.exec(address)?.[1] ?? -1), flags: flags.split(',') };
+    });
+}
+
+/** `INFO`-style `name:value` lines as a map. */
+export function parseInfo(output: string): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const line of output.split(/\r?\n/)) {
+    const at = line.indexOf(':');
+    if (at > 0) map.set(line.slice(0, at), line.slice(at + 1).trim());
+  }
+  return map;
+}
+
+/** `count` client ports in `range` whose port and bus port are both free now. */
+async function freeClusterPorts(count: number, [low, high]: readonly [number, number]): Promise<number[]> {
+  const ports: number[] = [];
+  for (let port = low; port <= high && ports.length < count; port++) {
+    if (port === 6379) continue;
+    if (!(await portOpen(port)) && !(await portOpen(port + BUS_OFFSET))) ports.push(port);
+  }
+  if (ports.length < count) throw new Error(`only ${ports.length} free port(s) in ${low}-${high} for a cluster of ${count} nodes`);
+  return ports;
+}
+
+/** A flat RESP2 `[name, value, name, value, ...]` reply as a map. */
+function pairs(flat: unknown[]): Map<string, unknown> {
+  const map = new Map<string, unknown>();
+  for (let i = 0; i + 1 < flat.length; i += 2) map.set(String(flat[i]), flat[i + 1]);
+  return map;
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
