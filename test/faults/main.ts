@@ -52,10 +52,12 @@ if (wanted('rabbitmq')) {
 }
 if (wanted('redis')) {
   adapters.push(() => new RedisFaultAdapter({ log }));
-  // The failover, on a primary with two replicas and three Sentinels, without and with waitReplicas.
+  // The failover, on a primary with two replicas and three Sentinels, and on a cluster, without and with waitReplicas.
   if (scenarios.some((s) => s.name === 'failover')) {
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 0, basePort: 7220 }, log }));
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 1, basePort: 7230 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 0, basePort: 7260 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 1, basePort: 7260 }, log }));
   }
 }
 if (wanted('jetstream')) {

@@ -394,7 +394,7 @@ export const SCENARIOS: readonly Scenario[] = [
       const errored = await context.scope.errorCount();
       const [sending, confirmed, handled] = [producer.running, context.confirmed().length, context.handledCount()];
       const killedAt = Date.now();
-      const what = await context.adapter.failover!();
+      const { what, bringBack } = await context.adapter.failover!(context.scope);
       context.faultDone(
         `${what}; at the kill ${confirmed} sends confirmed${sending ? ' (producer still sending)' : ''}, ${handled} handled, ${pending} delayed retries pending, ${errored} in the error queue`,
       );
@@ -403,6 +403,7 @@ export const SCENARIOS: readonly Scenario[] = [
       await context.waitUntil('a message handled after the promotion', 30_000, () => context.handledCount() > atPromotion);
       const seconds = (Date.now() - killedAt) / 1000;
       context.note(`the consumer handled again ${seconds.toFixed(1)} s after the kill`);
+      if (bringBack) context.faultDone(await bringBack());
       if (seconds > 10) throw new Error(`the consumer took ${seconds.toFixed(1)} s to handle again after the kill (more than 10 s)`);
     },
   },
