@@ -146,6 +146,34 @@ describe.skipIf(Boolean(skip))('waitReplicas on a primary with one replica', () 
       await primary.del(...(await primary.keys(`{${prefix}}:*`)));
     }
   }, 30_000);
+  it('does not count a WAIT that ioredis sent again on a new connection, after the one that wrote closed', async () => {
+    const prefix = `wr-${process.pid}-resent`;
+    const t = new RedisTransport({ url: set.url(primaryPort), keyPrefix: prefix, connectionName: `${prefix}-conn`, checkServer: false, waitReplicas: 1, waitReplicasTimeoutMs: 1_500, reconnect: () => 50 });
+    try {
+      await t.send('q', { id: 'first', body: text('1'), headers: {} });
+      set.stall(replicaPort);
+      let sent: Promise<unknown>;
+      try {
+        sent = t.send('q', { id: 'cut', body: text('c'), headers: {} }).then(() => undefined, (e: unknown) => e);
+        // The script has run and its WAIT blocks: cut the connection, so ioredis sends the WAIT again on a new one.
+        await waitFor(async () => Number(await primary.xlen(new RedisKeys(prefix).of('q').stream)) === 2, 2_000, 'the write');
+        await sleep(100);
+        const list = String(await primary.call('CLIENT', 'LIST'));
+        const id = /id=(\d+) [^\n]*name=\S*-resent-conn /.exec(list)?.[1];
+        expect(id).toBeDefined();
+        await primary.call('CLIENT', 'KILL', 'ID', id!);
+      } finally {
+        // With the replica back, the WAIT sent again on the new connection is answered at once with 1: it counts nothing.
+        set.resume(replicaPort);
+      }
+      const error = await sent;
+      expect(error).toBeInstanceOf(ReplicasBehindError);
+      expect(String(error)).toMatch(/closed before the replicas confirmed it/);
+    } finally {
+      await t.close();
+      await primary.del(...(await primary.keys(`{${prefix}}:*`)));
+    }
+  }, 30_000);
 });
 
 describe.skipIf(Boolean(skip))('a failover to a replica that missed the last writes', () => {

@@ -36,7 +36,7 @@ import { GROUP, type RedisKeys } from './keys.js';
 import { DELETE_ENTRY, PURGE_CHUNK, SEND_BACK, SEND_BACK_REPLY } from './scripts/error-queue.js';
 import { QUEUE_DEPTHS } from './scripts/queue-depths.js';
 import type { ScriptRunner } from './scripts/runner.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicaMark, waitForReplicas, type ReplicaWait } from './replicas.js';
 
 /** The most entries one script of a purge removes, so a purge never blocks the server for long. */
 export const PURGE_CHUNK_SIZE = 500;
@@ -277,9 +277,10 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
     const keys = [this.#keys.stream(errorQueue), this.#keys.queues, this.#keys.of(errorQueue).leases, ...destinations.map((d) => this.#keys.stream(d))];
     const args: (string | number | Uint8Array)[] = [GROUP, destinations.length, ...destinations];
     for (const move of moves) args.push(move.id, indexOf.get(move.destination)!, move.messageId, move.headers, move.body);
+    const mark = replicaMark(this.#client, this.#keys.stream(errorQueue), this.#replicaWait);
     const replies = await this.#scripts.run(SEND_BACK, keys, args);
     if (!Array.isArray(replies) || replies.length !== moves.length) throw new Error(`redis: the send-back script replied ${String(replies)} for ${moves.length} entries`);
-    await waitForReplicas(this.#client, this.#keys.stream(errorQueue), this.#replicaWait, moves.length === 1 ? 'a send-back' : `a send-back of ${moves.length} entries`);
+    await waitForReplicas(this.#client, this.#keys.stream(errorQueue), this.#replicaWait, moves.length === 1 ? 'a send-back' : `a send-back of ${moves.length} entries`, mark);
     return replies;
   }
 

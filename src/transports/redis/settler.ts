@@ -1,6 +1,6 @@
 import type { RedisKeys, QueueKeys } from './keys.js';
 import { GROUP, SETTLED_RECORD_MS } from './keys.js';
-import { waitForReplicas, type ReplicaWait } from './replicas.js';
+import { replicaMark, waitForReplicas, type ReplicaMark, type ReplicaWait } from './replicas.js';
 import type { ScriptRunner } from './scripts/runner.js';
 import { EXTEND } from './scripts/extend.js';
 import { SETTLE, SETTLE_ACKS } from './scripts/settle.js';
@@ -90,9 +90,9 @@ export class Settler {
   }
 
   /** Resolves the error of a `WAIT` that fell short (or failed), undefined once the replicas have every write so far. */
-  async #waitForReplicas(settlements: number): Promise<unknown> {
+  async #waitForReplicas(settlements: number, mark: ReplicaMark | undefined): Promise<unknown> {
     try {
-      await waitForReplicas(this.scripts.client, this.#keys.stream, this.replicaWait, settlements === 1 ? 'a settlement' : `a call of ${settlements} settlements`);
+      await waitForReplicas(this.scripts.client, this.#keys.stream, this.replicaWait, settlements === 1 ? 'a settlement' : `a call of ${settlements} settlements`, mark);
       return undefined;
     } catch (error) {
       return error;
@@ -131,8 +131,9 @@ export class Settler {
     }
     try {
       const acksOnly = batch.every((p) => p.op.kind === 'a');
+      const mark = acksOnly ? undefined : replicaMark(this.scripts.client, this.#keys.stream, this.replicaWait);
       const reply = (await this.scripts.run(acksOnly ? SETTLE_ACKS : SETTLE, keys, args)) as unknown[];
-      const behind = acksOnly ? undefined : await this.#waitForReplicas(batch.length);
+      const behind = acksOnly ? undefined : await this.#waitForReplicas(batch.length, mark);
       batch.forEach((p, i) => {
         const result = reply[i];
         if (behind !== undefined && p.op.kind !== 'a') p.reject(behind);

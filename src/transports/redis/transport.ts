@@ -15,7 +15,7 @@ import { openClient, readServerSettings, serverWarnings, whileReachable, type Se
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
 import { GROUP, RedisKeys } from './keys.js';
 import { RedisOperations } from './operations.js';
-import { waitForReplicas } from './replicas.js';
+import { replicaMark, waitForReplicas } from './replicas.js';
 import { leaseOption, resolveRedisOptions, type RedisTransportOptions, type ResolvedRedisOptions } from './options.js';
 import { FORGET_CONSUMER } from './scripts/forget-consumer.js';
 import { ScriptRunner } from './scripts/runner.js';
@@ -131,10 +131,11 @@ export class RedisTransport implements Transport {
       const slice = encoded.slice(i, i + SEND_BATCH_CHUNK);
       // Counted from before the call, as the server counts from a moment later: a wake-up is never late.
       const sentAt = this.#options.clock.monotonic();
+      const mark = replicaMark(this.client, k.stream, this.#options.waitReplicas);
       const [written, held] = (await this.scripts.run(SEND, keys, [queue, bound, ...slice.flat()])) as [number, number];
       if (written !== 1) throw new QueueFullError(queue, held, bound);
       this.#notifyDue(queue, sentAt, slice);
-      await waitForReplicas(this.client, k.stream, this.#options.waitReplicas, slice.length === 1 ? 'the send' : `a send of ${slice.length} messages`);
+      await waitForReplicas(this.client, k.stream, this.#options.waitReplicas, slice.length === 1 ? 'the send' : `a send of ${slice.length} messages`, mark);
     }
   }
 
