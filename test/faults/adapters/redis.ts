@@ -106,9 +106,15 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async stop(): Promise<void> {
-    await this.#node?.stop();
-    await this.#set?.stop();
-    await this.#cluster?.stop();
+    // The servers' processes are unref'd: a timer keeps the event loop alive while their exits are awaited.
+    const alive = setInterval(() => undefined, 1_000);
+    try {
+      await this.#node?.stop();
+      await this.#set?.stop();
+      await this.#cluster?.stop();
+    } finally {
+      clearInterval(alive);
+    }
   }
 
   /**
