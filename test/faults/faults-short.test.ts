@@ -74,6 +74,19 @@ describe.skipIf(Boolean(redisNodeSkipReason()))('fault suite, short: Redis on a 
   }, 240_000);
 });
 
+describe.skipIf(Boolean(redisNodeSkipReason()))('fault suite, short: Redis failover through Sentinel, waitReplicas 1', () => {
+  const redis = new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 1, basePort: 7240 } });
+  beforeAll(() => redis.start(), 60_000);
+  afterAll(() => redis.stop(), 60_000);
+
+  it('loses nothing when the primary is killed -9 mid-run, and reports the set-up on its row', async () => {
+    const result = await runScenario(redis, scenario('failover'), { messages: 300, dir, seed: 1, log: () => undefined });
+    expect(result).toMatchObject({ transport: 'redis-sentinel-w1', setup: 'sentinel', waitReplicas: 1, lost: 0 });
+    expect(result.notes?.filter((n) => /stopped early|did not drain|stalled/.test(n))).toEqual([]);
+    expect(result.notes?.some((n) => /handled again \d+(\.\d)? s after the kill/.test(n))).toBe(true);
+  }, 240_000);
+});
+
 describe.skipIf(Boolean(natsNodeSkipReason()))('fault suite, short: JetStream on a server of its own', () => {
   const jetstream = new JetStreamFaultAdapter();
   beforeAll(() => jetstream.start());

@@ -42,6 +42,9 @@ export interface ScenarioResult {
   readonly copyOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
+  /** A failover row's set-up (`sentinel`, `cluster`) and the `waitReplicas` its processes used. */
+  readonly setup?: string;
+  readonly waitReplicas?: number;
   readonly notes?: readonly string[];
 }
 
@@ -221,6 +224,7 @@ function row(scenario: Scenario, adapter: FaultAdapter, result: Accounting, reco
   return {
     name: scenario.name,
     transport: adapter.transport,
+    ...adapter.failoverSetup,
     messages: result.messages,
     lost: result.lost.length,
     duplicates: result.duplicates,

@@ -30,7 +30,7 @@ export interface Scenario {
    * The adapter method the fault needs: on a transport whose adapter lacks
    * it, the scenario is skipped with {@link Scenario.absentReason}.
    */
-  readonly needs?: 'killNameServer' | 'killProxy' | 'killOneBroker';
+  readonly needs?: 'killNameServer' | 'killProxy' | 'killOneBroker' | 'failover';
   /** Why the scenario does not apply where `needs` is missing. */
   readonly absentReason?: string;
   /**
@@ -372,6 +372,39 @@ export const SCENARIOS: readonly Scenario[] = [
         .catch(() => context.note(`only ${context.handledCount() - before} handled with broker-b down (wanted ${more})`));
       await bringBack();
       context.faultDone('broker-b started again');
+    },
+  },
+  {
+    name: 'failover',
+    title: 'primary kill -9 while sends, retries and error-queue moves flow: a replica takes over, the consumer follows within 10 s',
+    needs: 'failover',
+    absentReason: 'no primary with replicas to fail over: a Redis set-up',
+    // Short delays: retries and dead-letters flow from the first half while the second half is sent.
+    workload: (messages) => ({ messages: Math.max(messages, 3_000), delayStepMs: 200 }),
+    async run(context) {
+      const { messages } = context.workload;
+      const half = Math.floor(messages / 2);
+      await context.startWorker();
+      context.startProducer(0, half);
+      await context.waitUntil('error-queue moves under way', 3 * MINUTE, async () => (await context.scope.errorCount()) >= 10);
+      const producer = context.startProducer(half, messages);
+      const target = half + Math.ceil(messages * 0.1);
+      await context.waitUntil('the second half being sent', 3 * MINUTE, () => context.confirmed().length >= target || !producer.running);
+      const pending = await delayedPending(context, 1, 5_000);
+      const errored = await context.scope.errorCount();
+      const [sending, confirmed, handled] = [producer.running, context.confirmed().length, context.handledCount()];
+      const killedAt = Date.now();
+      const { what, bringBack } = await context.adapter.failover!(context.scope);
+      context.faultDone(
+        `${what}; at the kill ${confirmed} sends confirmed${sending ? ' (producer still sending)' : ''}, ${handled} handled, ${pending} delayed retries pending, ${errored} in the error queue`,
+      );
+      // Handlers running at the kill finish at once: a handling after the promotion is one read from the new primary.
+      const atPromotion = context.handledCount();
+      await context.waitUntil('a message handled after the promotion', 30_000, () => context.handledCount() > atPromotion);
+      const seconds = (Date.now() - killedAt) / 1000;
+      context.note(`the consumer handled again ${seconds.toFixed(1)} s after the kill`);
+      if (bringBack) context.faultDone(await bringBack());
+      if (seconds > 10) throw new Error(`the consumer took ${seconds.toFixed(1)} s to handle again after the kill (more than 10 s)`);
     },
   },
 ];

@@ -3,6 +3,7 @@
  * its transport: a plain-JSON description passed to child processes on the
  * command line, so every process of a scenario uses the same store or broker.
  */
+import { Redis } from 'ioredis';
 import type { Logger } from '../../src/logger.js';
 import type { Transport } from '../../src/transport/types.js';
 import { JetStreamTransport } from '../../src/transports/jetstream/index.js';
@@ -30,6 +31,11 @@ export type TransportSpec =
       readonly connectionName: string;
       /** The scenario's own key prefix, so its keys are apart from every other scenario's. */
       readonly keyPrefix: string;
+      /** Sentinels to find the primary through (then `url` is not used), and the name they monitor it under. Default none. */
+      readonly sentinels?: readonly { readonly host: string; readonly port: number }[];
+      readonly sentinelName?: string;
+      /** The transport's `waitReplicas`. Default 0. */
+      readonly waitReplicas?: number;
     }
   | {
       readonly kind: 'jetstream';
@@ -69,7 +75,7 @@ export type TransportSpec =
 /** Opens the transport `spec` describes, with default settings. */
 export function openSpec(spec: TransportSpec): Transport {
   if (spec.kind === 'sqlite') return new SqliteTransport({ path: spec.path, pollIntervalMs: 50 });
-  if (spec.kind === 'redis') return new RedisTransport({ url: spec.url, connectionName: spec.connectionName, keyPrefix: spec.keyPrefix });
+  if (spec.kind === 'redis') return openRedis(spec);
   if (spec.kind === 'nsq') {
     return new NsqTransport({
       nsqd: spec.nsqd.length > 0 ? spec.nsqd : undefined,
@@ -106,6 +112,21 @@ export function openSpec(spec: TransportSpec): Transport {
     topologyPrefix: spec.topologyPrefix,
     queueType: spec.queueType,
   });
+}
+
+/** A Redis transport on the server at `url`, or on a Sentinel-aware client of its own that it closes with it. */
+function openRedis(spec: Extract<TransportSpec, { kind: 'redis' }>): Transport {
+  const { connectionName, keyPrefix, waitReplicas } = spec;
+  if (spec.sentinels === undefined) return new RedisTransport({ url: spec.url, connectionName, keyPrefix, waitReplicas });
+  const client = new Redis({ sentinels: [...spec.sentinels], name: spec.sentinelName, connectionName });
+  client.on('error', () => undefined);
+  const transport = new RedisTransport({ client, connectionName, keyPrefix, waitReplicas, logger: outputLogger });
+  const close = transport.close.bind(transport);
+  transport.close = async () => {
+    await close();
+    client.disconnect();
+  };
+  return transport;
 }
 
 /** Writes the transport's log lines, time-stamped, to the process's output (a child's `.out` file in the evidence). */

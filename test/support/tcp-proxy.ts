@@ -40,6 +40,18 @@ export class TcpProxy {
     return this.#pairs.size;
   }
 
+  /**
+   * Stops passing on what the server sends, on every connection passing
+   * through now: it waits in the proxy, and is dropped by the next cut. What
+   * clients send still reaches the server.
+   */
+  holdReplies(): void {
+    for (const [client, upstream] of this.#pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
+  }
+
   /** Closes every connection passing through (both sides); resolves how many there were. */
   cut(): number {
     const count = this.#pairs.size;

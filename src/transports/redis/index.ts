@@ -18,4 +18,5 @@ export {
   DeliveryGoneError,
   AlreadySettledError,
   SettlementRefusedError,
+  ReplicasBehindError,
 } from './errors.js';

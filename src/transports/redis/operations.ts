@@ -36,6 +36,7 @@ import { GROUP, type RedisKeys } from './keys.js';
 import { DELETE_ENTRY, PURGE_CHUNK, SEND_BACK, SEND_BACK_REPLY } from './scripts/error-queue.js';
 import { QUEUE_DEPTHS } from './scripts/queue-depths.js';
 import type { ScriptRunner } from './scripts/runner.js';
+import { replicaMark, waitForReplicas, type ReplicaWait } from './replicas.js';
 
 /** The most entries one script of a purge removes, so a purge never blocks the server for long. */
 export const PURGE_CHUNK_SIZE = 500;
@@ -66,17 +67,21 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
   readonly #keys: RedisKeys;
   readonly #scripts: ScriptRunner;
   readonly #clock: Clock;
+  readonly #replicaWait: ReplicaWait;
 
   /**
    * @param clock the time written into a sent-back message's
    * `redeliver-replayed-at` header. Default the system clock.
+   * @param replicaWait how many replicas must have a send-back before it
+   * resolves (the transport's `waitReplicas`). Default none.
    */
-  constructor(client: RedisClient, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock) {
+  constructor(client: RedisClient, keys: RedisKeys, scripts: ScriptRunner, clock: Clock = systemClock, replicaWait: ReplicaWait = { replicas: 0, timeoutMs: 0 }) {
     super();
     this.#client = client;
     this.#keys = keys;
     this.#scripts = scripts;
     this.#clock = clock;
+    this.#replicaWait = replicaWait;
   }
 
   /** The error stream's length. */
@@ -272,8 +277,10 @@ export class RedisOperations extends KeyedErrorQueueOperations implements ErrorQ
     const keys = [this.#keys.stream(errorQueue), this.#keys.queues, this.#keys.of(errorQueue).leases, ...destinations.map((d) => this.#keys.stream(d))];
     const args: (string | number | Uint8Array)[] = [GROUP, destinations.length, ...destinations];
     for (const move of moves) args.push(move.id, indexOf.get(move.destination)!, move.messageId, move.headers, move.body);
+    const mark = replicaMark(this.#client, this.#keys.stream(errorQueue), this.#replicaWait);
     const replies = await this.#scripts.run(SEND_BACK, keys, args);
     if (!Array.isArray(replies) || replies.length !== moves.length) throw new Error(`redis: the send-back script replied ${String(replies)} for ${moves.length} entries`);
+    await waitForReplicas(this.#client, this.#keys.stream(errorQueue), this.#replicaWait, moves.length === 1 ? 'a send-back' : `a send-back of ${moves.length} entries`, mark);
     return replies;
   }
 

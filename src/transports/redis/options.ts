@@ -5,6 +5,7 @@ import { DEFAULTS } from '../../defaults.js';
 import type { Logger } from '../../logger.js';
 import { systemClock, MAX_TIMER_MS, type Clock } from '../../time/clock.js';
 import { systemRandom, type Random } from '../../time/random.js';
+import type { ReplicaWait } from './replicas.js';
 import { leaseOption as sharedLeaseOption, wholeNumberOption } from '../../transport/options.js';
 import type { RedisClient } from './cluster.js';
 import { parseClusterTarget, type ClusterTarget } from './target.js';
@@ -86,6 +87,26 @@ export interface RedisTransportOptions {
    * keys (see docs/redis.md). Default `true`.
    */
   readonly checkServer?: boolean;
+  /**
+   * How many replicas must have a write before redeliver confirms it: after
+   * each send, delayed send, settlement that writes a copy (retry, dead
+   * letter, release) and error-queue send-back, the transport sends
+   * `WAIT <waitReplicas> <waitReplicasTimeoutMs>` on the connection that
+   * wrote, and resolves only when that many replicas have it; with fewer
+   * it rejects with a transient `ReplicasBehindError` (the write stands on
+   * the primary: a retry may duplicate it). A failover to a replica that
+   * confirmed then loses none of it (see docs/redis.md). `WAIT` counts
+   * replicas that received the write, not ones that wrote it to disk. Acks
+   * are not waited for: an ack a failover loses delivers its message again.
+   * Default 0: confirm once the primary has it.
+   */
+  readonly waitReplicas?: number;
+  /**
+   * The longest `waitReplicas` waits for the replicas, per write; less than
+   * `commandTimeoutMs`. While it waits, the connection carries nothing else.
+   * Default 2 000 ms.
+   */
+  readonly waitReplicasTimeoutMs?: number;
   /** Source of time for wake-ups, reconnect waits and lease checks. Default the system clock. */
   readonly clock?: Clock;
   /** Source of randomness for the reconnect jitter. Default `Math.random`. */
@@ -105,6 +126,8 @@ export const REDIS_DEFAULTS = {
   commandTimeoutMs: 10_000,
   maxMessageBytes: 16_777_216,
   checkServer: true,
+  waitReplicas: 0,
+  waitReplicasTimeoutMs: 2_000,
 } as const;
 
 /** Options with defaults applied and values checked. */
@@ -124,6 +147,7 @@ export interface ResolvedRedisOptions {
   readonly maxMessageBytes: number;
   readonly reconnect: Backoff;
   readonly checkServer: boolean;
+  readonly waitReplicas: ReplicaWait;
   readonly clock: Clock;
   readonly random: Random;
   readonly logger: Logger | undefined;
@@ -140,6 +164,12 @@ export function resolveRedisOptions(options: RedisTransportOptions = {}): Resolv
   if (typeof checkServer !== 'boolean') throw new TypeError('RedisTransport: checkServer must be a boolean');
   const maxLength = options.maxLength;
   if (maxLength !== undefined) wholeNumber('maxLength', maxLength, 1, 2 ** 53 - 1);
+  const commandTimeoutMs = wholeNumber('commandTimeoutMs', options.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs, 1, MAX_TIMER_MS);
+  const waitReplicas = wholeNumber('waitReplicas', options.waitReplicas ?? REDIS_DEFAULTS.waitReplicas, 0, 1_000);
+  const waitTimeoutMs = wholeNumber('waitReplicasTimeoutMs', options.waitReplicasTimeoutMs ?? REDIS_DEFAULTS.waitReplicasTimeoutMs, 1, MAX_TIMER_MS);
+  if (waitReplicas > 0 && waitTimeoutMs >= commandTimeoutMs) {
+    throw new RangeError(`RedisTransport: waitReplicasTimeoutMs (${waitTimeoutMs}) must be less than commandTimeoutMs (${commandTimeoutMs}), or the command times out before WAIT answers`);
+  }
   const cluster = options.client === undefined ? parseClusterTarget(url) : undefined;
   return {
     url,
@@ -151,11 +181,12 @@ export function resolveRedisOptions(options: RedisTransportOptions = {}): Resolv
     leaseMs: leaseOption('leaseMs', options.leaseMs, REDIS_DEFAULTS.leaseMs),
     pollIntervalMs: wholeNumber('pollIntervalMs', options.pollIntervalMs ?? REDIS_DEFAULTS.pollIntervalMs, 1, MAX_TIMER_MS),
     batchSize: wholeNumber('batchSize', options.batchSize ?? REDIS_DEFAULTS.batchSize, 1, 10_000),
-    commandTimeoutMs: wholeNumber('commandTimeoutMs', options.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs, 1, MAX_TIMER_MS),
+    commandTimeoutMs,
     maxLength,
     maxMessageBytes: wholeNumber('maxMessageBytes', options.maxMessageBytes ?? REDIS_DEFAULTS.maxMessageBytes, 1, 512 * 1024 * 1024),
     reconnect,
     checkServer,
+    waitReplicas: { replicas: waitReplicas, timeoutMs: waitTimeoutMs },
     clock: options.clock ?? systemClock,
     random,
     logger: options.logger,

@@ -1,5 +1,6 @@
 import type { RedisKeys, QueueKeys } from './keys.js';
 import { GROUP, SETTLED_RECORD_MS } from './keys.js';
+import { replicaMark, waitForReplicas, type ReplicaMark, type ReplicaWait } from './replicas.js';
 import type { ScriptRunner } from './scripts/runner.js';
 import { EXTEND } from './scripts/extend.js';
 import { SETTLE, SETTLE_ACKS } from './scripts/settle.js';
@@ -31,7 +32,10 @@ interface Pending {
  * runs on the transport's settlement connection, which carries nothing
  * else: an answer never waits behind sends or a consumer's upkeep, and a
  * delivery's lease extensions and settlement reach the server in the order
- * they were asked for.
+ * they were asked for. With `replicaWait`, a call that wrote a copy (any
+ * settlement but an ack) waits for the replicas before its settlements
+ * resolve; when they fall short, its acks resolve and the others reject
+ * with a `ReplicasBehindError` (their copies stand on the primary).
  */
 export class Settler {
   readonly #keys: QueueKeys;
@@ -44,6 +48,7 @@ export class Settler {
     private readonly redisKeys: RedisKeys,
     private readonly queue: string,
     private readonly consumer: string,
+    private readonly replicaWait: ReplicaWait = { replicas: 0, timeoutMs: 0 },
   ) {
     this.#keys = redisKeys.of(queue);
   }
@@ -84,6 +89,16 @@ export class Settler {
     }
   }
 
+  /** Resolves the error of a `WAIT` that fell short (or failed), undefined once the replicas have every write so far. */
+  async #waitForReplicas(settlements: number, mark: ReplicaMark | undefined): Promise<unknown> {
+    try {
+      await waitForReplicas(this.scripts.client, this.#keys.stream, this.replicaWait, settlements === 1 ? 'a settlement' : `a call of ${settlements} settlements`, mark);
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
   async #send(batch: readonly Pending[]): Promise<void> {
     const k = this.#keys;
     const keys = [k.stream, k.delayed, k.delayedData, k.leases, this.redisKeys.queues, this.redisKeys.seq];
@@ -116,10 +131,13 @@ export class Settler {
     }
     try {
       const acksOnly = batch.every((p) => p.op.kind === 'a');
+      const mark = acksOnly ? undefined : replicaMark(this.scripts.client, this.#keys.stream, this.replicaWait);
       const reply = (await this.scripts.run(acksOnly ? SETTLE_ACKS : SETTLE, keys, args)) as unknown[];
+      const behind = acksOnly ? undefined : await this.#waitForReplicas(batch.length, mark);
       batch.forEach((p, i) => {
         const result = reply[i];
-        p.resolve(result === 1 || result === 0 ? result : String(result));
+        if (behind !== undefined && p.op.kind !== 'a') p.reject(behind);
+        else p.resolve(result === 1 || result === 0 ? result : String(result));
       });
     } catch (error) {
       for (const p of batch) p.reject(error);

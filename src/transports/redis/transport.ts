@@ -15,6 +15,7 @@ import { openClient, readServerSettings, serverWarnings, whileReachable, type Se
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
 import { GROUP, RedisKeys } from './keys.js';
 import { RedisOperations } from './operations.js';
+import { replicaMark, waitForReplicas } from './replicas.js';
 import { leaseOption, resolveRedisOptions, type RedisTransportOptions, type ResolvedRedisOptions } from './options.js';
 import { FORGET_CONSUMER } from './scripts/forget-consumer.js';
 import { ScriptRunner } from './scripts/runner.js';
@@ -36,6 +37,8 @@ export const SEND_BATCH_CHUNK = 500;
  * - Every settlement is one Lua script that writes the copy (retry or error
  *   entry) before it acks and deletes the original, and applies only while
  *   this consumer still holds the entry: never a second copy, never none.
+ * - With `waitReplicas`, a send or a settlement that writes a copy resolves
+ *   only once that many replicas have it (`WAIT`).
  * - Delays, of retries and of delayed sends, are held by the server, by its
  *   clock; each consumer keeps one wake-up for the earliest due one of its
  *   queue (a delayed send of this transport wakes its consumers of that
@@ -71,7 +74,7 @@ export class RedisTransport implements Transport {
     this.#ownsClient = this.#options.client === undefined;
     this.client = this.#ownsClient ? openClient(this.#options, false) : this.#options.client!;
     this.scripts = new ScriptRunner(this.client);
-    this.#operations = new RedisOperations(this.client, this.keys, this.scripts, this.#options.clock);
+    this.#operations = new RedisOperations(this.client, this.keys, this.scripts, this.#options.clock, this.#options.waitReplicas);
   }
 
   /** Browse, replay and delete error-queue entries (see ./operations.ts). */
@@ -133,9 +136,11 @@ export class RedisTransport implements Transport {
       const slice = encoded.slice(i, i + SEND_BATCH_CHUNK);
       // Counted from before the call, as the server counts from a moment later: a wake-up is never late.
       const sentAt = this.#options.clock.monotonic();
+      const mark = replicaMark(this.client, k.stream, this.#options.waitReplicas);
       const [written, held] = (await this.scripts.run(SEND, keys, [queue, bound, ...slice.flat()])) as [number, number];
       if (written !== 1) throw new QueueFullError(queue, held, bound);
       this.#notifyDue(queue, sentAt, slice);
+      await waitForReplicas(this.client, k.stream, this.#options.waitReplicas, slice.length === 1 ? 'the send' : `a send of ${slice.length} messages`, mark);
     }
   }
 
@@ -206,7 +211,7 @@ export class RedisTransport implements Transport {
   #settlerOf(queue: string): Settler {
     let settler = this.#settlers.get(queue);
     if (settler === undefined) {
-      settler = new Settler(this.#settlingScripts(), this.keys, queue, this.#options.consumerName);
+      settler = new Settler(this.#settlingScripts(), this.keys, queue, this.#options.consumerName, this.#options.waitReplicas);
       this.#settlers.set(queue, settler);
     }
     return settler;

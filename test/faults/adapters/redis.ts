@@ -1,6 +1,11 @@
 /**
  * The fault suite on Redis: a server of the suite's own (its own port and
- * directory, `appendfsync always`), never the shared one on 6379. Each
+ * directory, `appendfsync always`), never the shared one on 6379; or, for
+ * the `failover` scenario, a set-up of its own with replicas (`sentinel`:
+ * one primary, two replicas, three Sentinels, the processes finding the
+ * primary through the Sentinels; `cluster`: a Redis Cluster of three
+ * primaries with one replica each, the processes on a cluster url), run
+ * with a given `waitReplicas`. Each
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
@@ -11,6 +16,9 @@ import { join } from 'node:path';
 import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
+import { MASTER_NAME, RedisReplicaSet } from '../../support/redis-replica-set.js';
+import { RedisCluster } from '../../support/redis-cluster.js';
+import { until } from '../../support/own-servers.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Scope } from './types.js';
@@ -19,13 +27,27 @@ import type { FaultAdapter, Scope } from './types.js';
 export interface RedisFaultAdapterOptions {
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** Run the `failover` scenario only, on this set-up of its own instead of one server. Default: one server, no failover. */
+  readonly failover?: FailoverSetup;
+}
+
+/** A set-up with replicas for the `failover` scenario, and the `waitReplicas` its processes use. */
+export interface FailoverSetup {
+  readonly setup: 'sentinel' | 'cluster';
+  readonly waitReplicas: number;
+  /**
+   * The first of its ports: on `sentinel` the primary's, replicas and
+   * Sentinels taking the next five; on `cluster` the six nodes take free
+   * ports from there to 7299 (bus ports 10000 higher).
+   */
+  readonly basePort: number;
 }
 
 const SKIPS: Record<string, string> = {
   'error-queue-full':
     'a Redis stream has no bound that refuses a write (MAXLEN trims the oldest entries instead): an error stream cannot be full; maxLength bounds sends only',
-  'cluster-leader-kill':
-    'not covered: Redis replication is asynchronous, so a failover after a primary is killed can lose writes it already acknowledged',
+  'cluster-leader-kill': 'a Redis primary with replicas fails over in the failover scenario, on set-ups of its own (redis-sentinel-w0/w1, redis-cluster-w0/w1)',
+  failover: 'runs on set-ups with replicas of its own (redis-sentinel-w0/w1, redis-cluster-w0/w1)',
 };
 
 /** Deletes a stream only when it holds no entry (`XLEN` 0); 1 when it is gone (or never was), else 0. */
@@ -39,19 +61,31 @@ return 0`;
 /** Entries read per `XRANGE` or `HSCAN` call. */
 const PAGE = 1_000;
 
-/** The Redis adapter, on a server of its own. */
+/** The Redis adapter, on a server of its own, or on a set-up with replicas for the failover scenario. */
 export class RedisFaultAdapter implements FaultAdapter {
-  readonly transport = 'redis';
+  readonly transport: string;
+  /** The set-up and `waitReplicas` of a failover adapter, reported on each of its rows. */
+  readonly failoverSetup?: { readonly setup: string; readonly waitReplicas: number };
   #node?: RedisNode;
+  #set?: RedisReplicaSet;
+  #cluster?: RedisCluster;
+  /** The set-up's primary, as the Sentinels last named it. */
+  #primary = 0;
+  readonly #failover?: FailoverSetup;
   readonly #log: (line: string) => void;
   /** The keys of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
   readonly #queues = new Map<string, QueueKeys>();
 
   constructor(options: RedisFaultAdapterOptions = {}) {
     this.#log = options.log ?? (() => undefined);
+    this.#failover = options.failover;
+    const failover = options.failover;
+    this.transport = failover ? `redis-${failover.setup}-w${failover.waitReplicas}` : 'redis';
+    if (failover) this.failoverSetup = { setup: failover.setup, waitReplicas: failover.waitReplicas };
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#failover) return scenario === 'failover' ? undefined : 'a set-up for the failover scenario only';
     return SKIPS[scenario];
   }
 
@@ -61,15 +95,70 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
-    this.#node = await RedisNode.start({ log: this.#log });
+    if (this.#failover?.setup === 'cluster') {
+      this.#cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [this.#failover.basePort, 7299], log: this.#log });
+    } else if (this.#failover) {
+      this.#set = await RedisReplicaSet.start({ basePort: this.#failover.basePort, replicas: 2, sentinels: 3, log: this.#log });
+      this.#primary = await this.#set.primaryPort();
+    } else {
+      this.#node = await RedisNode.start({ log: this.#log });
+    }
   }
 
   async stop(): Promise<void> {
-    await this.#node?.stop();
+    // The servers' processes are unref'd: a timer keeps the event loop alive while their exits are awaited.
+    const alive = setInterval(() => undefined, 1_000);
+    try {
+      await this.#node?.stop();
+      await this.#set?.stop();
+      await this.#cluster?.stop();
+    } finally {
+      clearInterval(alive);
+    }
+  }
+
+  /**
+   * Kills the primary holding the scope's keys with SIGKILL and waits until
+   * a replica took over (promoted by the Sentinels, or by the cluster);
+   * resolves what happened, for the report. Behind Sentinel the killed
+   * primary stays down (a second replica remains); on a cluster, whose
+   * primaries have one replica each, `bringBack` starts it again, to
+   * follow the replica that took over.
+   */
+  async failover(scope: Scope): Promise<{ what: string; bringBack?: () => Promise<string> }> {
+    const cluster = this.#cluster;
+    if (cluster) {
+      const slot = await cluster.keySlot(`{${scope.label}}`);
+      const { primary: old } = await cluster.nodesOfSlot(slot);
+      await cluster.kill9(old);
+      const killedAt = Date.now();
+      let next = old;
+      await until(`a replica to take slot ${slot} over`, 60_000, async () => (next = (await cluster.nodesOfSlot(slot).catch(() => ({ primary: old }))).primary) !== old, 100);
+      return {
+        what: `primary ${old} of slot ${slot} killed -9, replica ${next} took the slot over ${((Date.now() - killedAt) / 1000).toFixed(1)} s later`,
+        // Back as the new primary's replica: with one replica per primary, waitReplicas 1 needs it.
+        bringBack: async () => {
+          await cluster.restart(old);
+          return `${old} started again, as the replica of ${next}`;
+        },
+      };
+    }
+    const set = this.#set;
+    if (!set) throw new Error('RedisFaultAdapter: failover needs a failover set-up');
+    const old = await set.primaryPort();
+    await set.kill9(old);
+    const killedAt = Date.now();
+    this.#primary = await set.newPrimary(old);
+    return { what: `primary ${old} killed -9, replica ${this.#primary} promoted ${((Date.now() - killedAt) / 1000).toFixed(1)} s later` };
+  }
+
+  /** One command to the server, or to the set-up's primary (on a cluster, the one serving `key`'s slot). */
+  async #command(key: string, ...args: (string | number)[]): Promise<unknown> {
+    if (this.#cluster) return this.#cluster.command(await this.#cluster.primaryOf(key), ...args);
+    return this.#set ? this.#set.command(this.#primary, ...args) : this.node.command(...args);
   }
 
   async scope(label: string, dir: string): Promise<Scope> {
-    const node = this.node;
     const queue = label;
     const errorQueue = `${label}.error`;
     const keys = new RedisKeys(label);
@@ -77,17 +166,27 @@ export class RedisFaultAdapter implements FaultAdapter {
     const error = keys.of(errorQueue);
     this.#queues.set(queue, work);
     this.#queues.set(errorQueue, error);
-    const spec = (role: string): TransportSpec => ({ kind: 'redis', url: node.url, connectionName: `${label}-${role}`, keyPrefix: label });
+    const set = this.#set;
+    const cluster = this.#cluster;
+    const url = cluster
+      ? `redis://${cluster.seeds.map((seed) => `${seed.host}:${seed.port}`).join(',')}`
+      : set
+        ? set.url(this.#primary)
+        : this.node.url;
+    const waitReplicas = this.#failover?.waitReplicas;
+    const sentinels = set && { sentinels: set.sentinels, sentinelName: MASTER_NAME };
+    const spec = (role: string): TransportSpec => ({ kind: 'redis', url, connectionName: `${label}-${role}`, keyPrefix: label, waitReplicas, ...sentinels });
     const harness = openSpec(spec('harness'));
     return {
       label,
       queue,
       errorQueue,
-      cliTarget: node.url,
+      // On a set-up with replicas, the primary at the scope's start: the CLI takes one server.
+      cliTarget: url,
       cliEnv: { [REDIS_PREFIX_ENV]: label },
       spec,
-      errorCount: async () => Number(await node.command('XLEN', error.stream)),
-      delayedCount: async () => Number(await node.command('ZCARD', work.delayed)),
+      errorCount: async () => Number(await this.#command(error.stream, 'XLEN', error.stream)),
+      delayedCount: async () => Number(await this.#command(work.delayed, 'ZCARD', work.delayed)),
       errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: async () => [...(await this.#streamIds(work.stream)), ...(await this.#delayedIds(work.delayedData))],
       cleanup: async () => {
@@ -131,13 +230,14 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async deleteQueueIfEmpty(queue: string): Promise<boolean> {
-    return Number(await this.node.command('EVAL', DELETE_IF_EMPTY, 1, this.#keysOf(queue).stream)) === 1;
+    const { stream } = this.#keysOf(queue);
+    return Number(await this.#command(stream, 'EVAL', DELETE_IF_EMPTY, 1, stream)) === 1;
   }
 
   async readyCount(queue: string): Promise<number> {
     const { stream } = this.#keysOf(queue);
-    const length = Number(await this.node.command('XLEN', stream));
-    const summary = (await this.node.command('XPENDING', stream, GROUP).catch(() => [0])) as unknown[];
+    const length = Number(await this.#command(stream, 'XLEN', stream));
+    const summary = (await this.#command(stream, 'XPENDING', stream, GROUP).catch(() => [0])) as unknown[];
     return length - Number(summary[0] ?? 0);
   }
 
@@ -151,7 +251,7 @@ export class RedisFaultAdapter implements FaultAdapter {
   async #streamIds(stream: string): Promise<string[]> {
     const ids: string[] = [];
     for (let start = '-'; ; ) {
-      const page = (await this.node.command('XRANGE', stream, start, '+', 'COUNT', PAGE)) as [string, string[]][];
+      const page = (await this.#command(stream, 'XRANGE', stream, start, '+', 'COUNT', PAGE)) as [string, string[]][];
       for (const [, fields] of page) {
         const at = fields.findIndex((field, i) => i % 2 === 0 && field === 'i');
         if (at >= 0) ids.push(fields[at + 1]!);
@@ -166,7 +266,7 @@ export class RedisFaultAdapter implements FaultAdapter {
     const ids: string[] = [];
     let cursor = '0';
     do {
-      const [next, flat] = (await this.node.command('HSCAN', hash, cursor, 'MATCH', '*:i', 'COUNT', PAGE)) as [string, string[]];
+      const [next, flat] = (await this.#command(hash, 'HSCAN', hash, cursor, 'MATCH', '*:i', 'COUNT', PAGE)) as [string, string[]];
       for (let i = 0; i + 1 < flat.length; i += 2) ids.push(flat[i + 1]!);
       cursor = next;
     } while (cursor !== '0');
@@ -177,8 +277,8 @@ export class RedisFaultAdapter implements FaultAdapter {
   async #deletePrefix(prefix: string): Promise<void> {
     let cursor = '0';
     do {
-      const [next, keys] = (await this.node.command('SCAN', cursor, 'MATCH', `{${prefix}}:*`, 'COUNT', PAGE)) as [string, string[]];
-      if (keys.length > 0) await this.node.command('DEL', ...keys);
+      const [next, keys] = (await this.#command(`{${prefix}}`, 'SCAN', cursor, 'MATCH', `{${prefix}}:*`, 'COUNT', PAGE)) as [string, string[]];
+      if (keys.length > 0) await this.#command(`{${prefix}}`, 'DEL', ...keys);
       cursor = next;
     } while (cursor !== '0');
   }

@@ -137,6 +137,15 @@ export interface FaultAdapter {
   killNameServer?(downMs: number): Promise<void>;
   /** Kills the proxy clients connect to with SIGKILL, the brokers behind it alive, for `downMs`, and starts it again. */
   killProxy?(downMs: number): Promise<void>;
+  /**
+   * Kills the primary holding the scope's keys with SIGKILL and waits until
+   * a replica took over; resolves what happened, for the report, and where
+   * the set-up needs the killed node back, a function that starts it again
+   * (Redis set-ups with replicas).
+   */
+  failover?(scope: Scope): Promise<{ readonly what: string; readonly bringBack?: () => Promise<string> }>;
+  /** The set-up a failover adapter runs on and the `waitReplicas` its processes use, reported on its rows. */
+  readonly failoverSetup?: { readonly setup: string; readonly waitReplicas: number };
   /** Kills one of two brokers holding the work queue's queues with SIGKILL; resolves a function that brings it back. */
   killOneBroker?(scope: Scope): Promise<() => Promise<void>>;
 }
