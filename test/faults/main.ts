@@ -58,6 +58,7 @@ if (wanted('sqlite')) adapters.push(() => new SqliteFaultAdapter());
 if (wanted('rabbitmq')) {
   adapters.push(() => new RabbitMqFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
+  if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, network: true, log }));
 }
 if (wanted('redis')) {
   adapters.push(() => new RedisFaultAdapter({ log }));

@@ -7,6 +7,11 @@
  * never through the `/usr/sbin` wrappers (which switch to the shared node's
  * user, directory and cookie).
  *
+ * With `placement`, each node runs where the placement says (e.g. in a
+ * network namespace of its own) on its own address with RabbitMQ's default
+ * ports, an epmd of its own beside it on 4369, and a long node name
+ * `rabbit@<address>`; `rabbitmqctl` then runs beside the node it targets.
+ *
  * Cleanup: `stop()` stops the nodes and removes the directory; if the test
  * process exits first (a failed test, an uncaught error), an exit hook
  * kill -9s every node and epmd by pid and removes the directory.
@@ -18,6 +23,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { NodePlacement } from './nats-node.js';
 import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
 const BIN = '/usr/lib/rabbitmq/bin';
@@ -40,16 +46,34 @@ export interface RabbitClusterOptions {
   readonly rabbitEnv?: Readonly<Record<string, string>>;
   /** Called with progress lines (boot, join, kill). Default silent. */
   readonly log?: (line: string) => void;
+  /**
+   * Where node `index` runs: the address it listens on, with RabbitMQ's
+   * default ports (5672 AMQP, 25672 distribution, 4369 for its own epmd),
+   * named `rabbit@<address>` (long names), and the command line that runs a
+   * program there (e.g. inside a network namespace); every `rabbitmqctl`
+   * call runs there too. Default: loopback, on free ports, one epmd for the
+   * cluster, short names `<namePrefix><i>@localhost`.
+   */
+  readonly placement?: (index: number) => NodePlacement;
 }
 
 interface NodeSlot {
   readonly index: number;
   readonly name: string;
   readonly dir: string;
+  readonly placement: NodePlacement;
+  /** Whether the node has a placement of its own: long name, own epmd, default ports on its address. */
+  readonly placed: boolean;
   readonly amqpPort: number;
   readonly distPort: number;
   process?: ChildProcess;
+  /** The node's own epmd (placed nodes only). */
+  epmd?: ChildProcess;
 }
+
+/** RabbitMQ's and epmd's default ports, used on a placed node's own address. */
+const DEFAULT_PORTS = { amqp: 5672, dist: 25672, epmd: 4369 };
+const LOOPBACK: NodePlacement = { host: '127.0.0.1', command: (argv) => [...argv] };
 
 
 /**
@@ -135,19 +159,24 @@ export class RabbitCluster {
     const prefix = options.namePrefix ?? 'rmqt';
     const baseDir = mkdtempSync(join(tmpdir(), 'redeliver-rabbit-'));
     const ports: number[] = [];
-    while (ports.length < 2 * count + 1) {
+    while (!options.placement && ports.length < 2 * count + 1) {
       const port = await freePort();
       if (!ports.includes(port)) ports.push(port);
     }
     const ctlMin = 36_000 + Math.floor(Math.random() * 900) * 10;
-    const slots = Array.from({ length: count }, (_, i) => ({
-      index: i + 1,
-      name: `${prefix}${i + 1}@localhost`,
-      dir: join(baseDir, `n${i + 1}`),
-      amqpPort: ports[1 + 2 * i]!,
-      distPort: ports[2 + 2 * i]!,
-    }));
-    const cluster = new RabbitCluster(baseDir, ports[0]!, [ctlMin, ctlMin + 9], slots, {
+    const slots = Array.from({ length: count }, (_, i): NodeSlot => {
+      const placement = options.placement?.(i + 1);
+      return {
+        index: i + 1,
+        name: placement ? `rabbit@${placement.host}` : `${prefix}${i + 1}@localhost`,
+        dir: join(baseDir, `n${i + 1}`),
+        placement: placement ?? LOOPBACK,
+        placed: placement !== undefined,
+        amqpPort: placement ? DEFAULT_PORTS.amqp : ports[1 + 2 * i]!,
+        distPort: placement ? DEFAULT_PORTS.dist : ports[2 + 2 * i]!,
+      };
+    });
+    const cluster = new RabbitCluster(baseDir, options.placement ? DEFAULT_PORTS.epmd : ports[0]!, [ctlMin, ctlMin + 9], slots, {
       extraConfig: options.extraConfig ?? [],
       rabbitEnv: options.rabbitEnv ?? {},
       log: options.log ?? (() => undefined),
@@ -175,7 +204,8 @@ export class RabbitCluster {
 
   /** The AMQP URL of node `index` (default 1). */
   url(index = 1): string {
-    return `amqp://guest:guest@127.0.0.1:${this.slot(index).amqpPort}`;
+    const slot = this.slot(index);
+    return `amqp://guest:guest@${slot.placement.host}:${slot.amqpPort}`;
   }
 
   /** The AMQP port of node `index`. */
@@ -183,9 +213,15 @@ export class RabbitCluster {
     return this.slot(index).amqpPort;
   }
 
-  /** The Erlang node name of node `index`, e.g. `rmqt1@localhost`. */
+  /** The Erlang node name of node `index`, e.g. `rmqt1@localhost`, or `rabbit@10.213.7.10` when placed. */
   nodeName(index: number): string {
     return this.slot(index).name;
+  }
+
+  /** The main log file of node `index`. */
+  logPath(index: number): string {
+    const slot = this.slot(index);
+    return join(slot.dir, 'log', `${slot.name}.log`);
   }
 
   /** Runs `rabbitmqctl -q -n <node> ...args` against node `index` of this cluster only; resolves its output. */
@@ -253,7 +289,7 @@ export class RabbitCluster {
     const slot = this.slot(index);
     this.options.log(`kill -9 ${slot.name}`);
     this.killSlot(slot);
-    await until(`${slot.name} to die`, 30_000, async () => !(await portOpen(slot.amqpPort)));
+    await until(`${slot.name} to die`, 30_000, async () => !(await portOpen(slot.amqpPort, slot.placement.host)));
   }
 
   /** Stops node `index` gracefully (returns when its process is gone). */
@@ -261,7 +297,7 @@ export class RabbitCluster {
     const slot = this.slot(index);
     this.options.log(`stop ${slot.name}`);
     await this.ctl(index, 'stop', join(slot.dir, 'pid')).catch(() => this.killSlot(slot));
-    await until(`${slot.name} to stop`, 60_000, async () => !(await portOpen(slot.amqpPort)));
+    await until(`${slot.name} to stop`, 60_000, async () => !(await portOpen(slot.amqpPort, slot.placement.host)));
   }
 
   /** Stops node `index` gracefully and starts it again; resolves when it accepts AMQP connections. */
@@ -277,17 +313,18 @@ export class RabbitCluster {
     rmSync(join(slot.dir, 'pid'), { force: true });
     writeFileSync(
       join(slot.dir, 'rabbitmq.conf'),
-      [`listeners.tcp.default = 127.0.0.1:${slot.amqpPort}`, 'loopback_users = none', ...this.options.extraConfig, ''].join('\n'),
+      [`listeners.tcp.default = ${slot.placement.host}:${slot.amqpPort}`, 'loopback_users = none', ...this.options.extraConfig, ''].join('\n'),
     );
     writeFileSync(join(slot.dir, 'enabled_plugins'), '[].\n');
     const env = Object.entries(this.options.rabbitEnv).map(([key, value]) => `{${key}, ${value}}`);
     writeFileSync(join(slot.dir, 'advanced.config'), `[{rabbit, [${env.join(', ')}]}].\n`);
     const started = Date.now();
-    slot.process = spawn(join(BIN, 'rabbitmq-server'), [], {
+    const [file, ...args] = slot.placement.command([join(BIN, 'rabbitmq-server')]);
+    slot.process = spawn(file!, args, {
       env: {
-        ...this.env(),
+        ...this.env(slot),
         RABBITMQ_NODENAME: slot.name,
-        RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+        RABBITMQ_NODE_IP_ADDRESS: slot.placement.host,
         RABBITMQ_NODE_PORT: String(slot.amqpPort),
         RABBITMQ_DIST_PORT: String(slot.distPort),
         RABBITMQ_MNESIA_BASE: join(slot.dir, 'mnesia'),
@@ -297,14 +334,14 @@ export class RabbitCluster {
         RABBITMQ_CONFIG_FILES: join(slot.dir, 'conf.d', '*.conf'),
         RABBITMQ_ENABLED_PLUGINS_FILE: join(slot.dir, 'enabled_plugins'),
         RABBITMQ_PID_FILE: join(slot.dir, 'pid'),
-        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS: '-kernel inet_dist_use_interface {127,0,0,1}',
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS: `-kernel inet_dist_use_interface {${slot.placement.host.split('.').join(',')}}`,
       },
       detached: true,
       stdio: 'ignore',
     });
     slot.process.unref();
     await this.ctl(index, 'wait', '--timeout', '90', join(slot.dir, 'pid'));
-    await until(`${slot.name} to accept AMQP`, 60_000, () => portOpen(slot.amqpPort));
+    await until(`${slot.name} to accept AMQP`, 60_000, () => portOpen(slot.amqpPort, slot.placement.host));
     this.options.log(`${slot.name} up on ${slot.amqpPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
 
@@ -338,7 +375,7 @@ export class RabbitCluster {
 
   /** The indexes of nodes accepting AMQP connections now. */
   async running(): Promise<number[]> {
-    const open = await Promise.all(this.slots.map(async (slot) => ((await portOpen(slot.amqpPort)) ? slot.index : 0)));
+    const open = await Promise.all(this.slots.map(async (slot) => ((await portOpen(slot.amqpPort, slot.placement.host)) ? slot.index : 0)));
     return open.filter((index) => index > 0);
   }
 
@@ -347,7 +384,7 @@ export class RabbitCluster {
     if (!isTracked(this)) return;
     await Promise.all(
       this.slots.map(async (slot) => {
-        if (await portOpen(slot.amqpPort)) await this.stopNode(slot.index).catch(() => this.killSlot(slot));
+        if (await portOpen(slot.amqpPort, slot.placement.host)) await this.stopNode(slot.index).catch(() => this.killSlot(slot));
       }),
     );
     this.destroySync();
@@ -356,7 +393,10 @@ export class RabbitCluster {
   /** Kills every node and epmd by pid and removes the directory, synchronously (for exit hooks). */
   destroySync(): void {
     if (!untrackServer(this)) return;
-    for (const slot of this.slots) this.killSlot(slot);
+    for (const slot of this.slots) {
+      this.killSlot(slot);
+      if (slot.epmd?.pid) killQuietly(slot.epmd.pid);
+    }
     if (this.epmd?.pid) killQuietly(this.epmd.pid);
     rmSync(this.baseDir, { recursive: true, force: true });
   }
@@ -395,12 +435,23 @@ export class RabbitCluster {
     const cookie = join(home, '.erlang.cookie');
     writeFileSync(cookie, randomBytes(32).toString('hex'));
     chmodSync(cookie, 0o400);
-    this.epmd = spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', detached: true });
-    this.epmd.unref();
-    await until(`epmd on ${this.epmdPort}`, 10_000, () => portOpen(this.epmdPort));
+    const placed = this.slots.filter((slot) => slot.placed);
+    if (placed.length === 0) {
+      this.epmd = spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', detached: true });
+      this.epmd.unref();
+      await until(`epmd on ${this.epmdPort}`, 10_000, () => portOpen(this.epmdPort));
+      return;
+    }
+    // An epmd beside each placed node, on the node's address (where the others look it up) and on loopback (where its CLI registers).
+    for (const slot of placed) {
+      const [file, ...args] = slot.placement.command(['epmd', '-port', String(this.epmdPort), '-address', `127.0.0.1,${slot.placement.host}`]);
+      slot.epmd = spawn(file!, args, { stdio: 'ignore', detached: true });
+      slot.epmd.unref();
+    }
+    await Promise.all(placed.map((slot) => until(`epmd on ${slot.placement.host}:${this.epmdPort}`, 10_000, () => portOpen(this.epmdPort, slot.placement.host))));
   }
 
-  private env(): NodeJS.ProcessEnv {
+  private env(slot: NodeSlot): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env['PATH'],
       LANG: 'C.UTF-8',
@@ -412,12 +463,15 @@ export class RabbitCluster {
       RABBITMQ_CTL_DIST_PORT_MIN: String(this.ctlPorts[0]),
       RABBITMQ_CTL_DIST_PORT_MAX: String(this.ctlPorts[1]),
     };
+    if (slot.placed) env['RABBITMQ_USE_LONGNAME'] = 'true';
     return env;
   }
 
   private async tool(tool: string, index: number, args: string[]): Promise<string> {
-    const { stdout } = await run(join(BIN, tool), ['-q', '-n', this.slot(index).name, ...args], {
-      env: this.env(),
+    const slot = this.slot(index);
+    const [file, ...argv] = slot.placement.command([join(BIN, tool), '-q', '-n', slot.name, ...(slot.placed ? ['--longnames'] : []), ...args]);
+    const { stdout } = await run(file!, argv, {
+      env: this.env(slot),
       timeout: 120_000,
     });
     return stdout;

@@ -10,14 +10,27 @@
  * `messages_dlx` shows it. The end-of-run reads count the levels in the
  * order copies move through them, so that no copy can slip past the count
  * (see {@link RabbitMqFaultAdapter.pendingIdsOf}).
+ *
+ * With `network`, the three nodes run in network namespaces of the suite's
+ * own (see network/network.ts), each with its own epmd and a long node name
+ * on its address, under `cluster_partition_handling = pause_minority` with
+ * a short `net_ticktime`; the producer and the odd workers run in a client
+ * namespace `c1` connected to the node leading the scope's work queue, the
+ * even workers in `c2` connected to a follower; the harness reads the
+ * evidence through the follower over its own veth. The partition scenarios
+ * cut that network apart.
  */
 import amqp from 'amqplib';
+import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
+import { Nemesis } from '../network/nemesis.js';
+import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link RabbitMqFaultAdapter}. */
 export interface RabbitMqFaultAdapterOptions {
@@ -25,7 +38,31 @@ export interface RabbitMqFaultAdapterOptions {
   readonly nodes?: number;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** Nodes and clients in network namespaces of the suite's own, for the partition scenarios (three nodes only). Default false. */
+  readonly network?: boolean;
 }
+
+/** The network's client members: the producer and odd workers in the first, even workers in the second. */
+const CLIENT_MEMBERS = ['c1', 'c2'] as const;
+
+/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
+function clientMemberOf(role: string): (typeof CLIENT_MEMBERS)[number] {
+  const worker = /^worker-(\d+)$/.exec(role);
+  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
+}
+
+/**
+ * The namespaced cluster's settings. `pause_minority`: a node that sees
+ * itself in a minority stops its AMQP listeners and closes its clients'
+ * connections until the partition heals, so no client keeps working
+ * against a node cut off from the majority, and the cluster heals by
+ * itself (`ignore` leaves it split until an operator restarts a side).
+ * `net_ticktime` 5 s (default 60): nodes notice a partition within 4 to
+ * 6 s, inside the suite's cuts of 3 to 6 s, so pause_minority actually
+ * acts; quorum queues elect a new leader on their own failure detector
+ * either way.
+ */
+const NETWORK_CONFIG = ['cluster_partition_handling = pause_minority', 'net_ticktime = 5'];
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
   'cluster-leader-kill': 'needs the three-node cluster adapter',
@@ -42,16 +79,28 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   #cluster?: RabbitCluster;
   readonly #nodes: number;
   readonly #log: (line: string) => void;
-  /** The node clients connect to: in a cluster, one that does not lead the work queue, so a leader kill does not cut them. */
+  readonly #networked: boolean;
+  #network?: FaultNetwork;
+  #nemesis?: Nemesis;
+  /**
+   * The node clients connect to: in a cluster, one that does not lead the
+   * work queue, so a leader kill does not cut them. On the network, the
+   * node the harness reads through and the `c2` clients connect to.
+   */
   #clientNode = 1;
+  /** On the network, the node the `c1` clients connect to: the work queue's leader when the scope began. */
+  #leaderClientNode = 1;
 
   constructor(options: RabbitMqFaultAdapterOptions = {}) {
     this.#nodes = options.nodes ?? 1;
     this.#log = options.log ?? (() => undefined);
-    this.transport = this.#nodes === 1 ? 'rabbitmq' : `rabbitmq-${this.#nodes}-node`;
+    this.#networked = options.network ?? false;
+    if (this.#networked && this.#nodes !== 3) throw new Error('RabbitMqFaultAdapter: network needs nodes: 3');
+    this.transport = this.#nodes === 1 ? 'rabbitmq' : this.#networked ? `rabbitmq-${this.#nodes}-netns` : `rabbitmq-${this.#nodes}-node`;
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#networked) return scenario.startsWith('partition-') ? undefined : 'the namespaced cluster runs the partition scenarios only';
     if (this.#nodes === 1) return SINGLE_NODE_SKIPS[scenario];
     return scenario === 'cluster-leader-kill' ? undefined : 'the cluster runs the leader-kill scenario only';
   }
@@ -62,11 +111,35 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
-    this.#cluster = await RabbitCluster.start({ nodes: this.#nodes, namePrefix: 'rmqfault', log: this.#log });
+    if (this.#networked) {
+      const swept = sweepNetworks();
+      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
+      const network = (this.#network = FaultNetwork.create(['n1', 'n2', 'n3', ...CLIENT_MEMBERS]));
+      this.#nemesis = new Nemesis(network, this.#log);
+      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+    }
+    const network = this.#network;
+    const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));
+    this.#cluster = await RabbitCluster.start({ nodes: this.#nodes, namePrefix: 'rmqfault', log: this.#log, placement, extraConfig: network ? NETWORK_CONFIG : [] });
   }
 
   async stop(): Promise<void> {
+    this.#nemesis?.heal();
     await this.#cluster?.stop();
+    this.#network?.destroy();
+  }
+
+  get partitions(): Partitionable | undefined {
+    const nemesis = this.#nemesis;
+    if (!nemesis) return undefined;
+    return { nemesis, roles: (scope) => this.#roles(scope) };
+  }
+
+  /** The node leading the scope's quorum work queue now, and the others. */
+  async #roles(scope: Scope): Promise<PartitionRoles> {
+    const leader = await this.cluster.leaderOf(scope.queue);
+    this.#log(`${scope.queue}: leader node ${leader}; c1 clients on node ${this.#leaderClientNode}, c2 clients and the harness on node ${this.#clientNode}`);
+    return { leader: `n${leader}`, followers: this.cluster.nodes.filter((n) => n !== leader).map((n) => `n${n}`), clients: CLIENT_MEMBERS };
   }
 
   async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
@@ -79,7 +152,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       await this.#withChannel(1, (channel) => channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
       const leader = await this.cluster.leaderOf(queue);
       this.#clientNode = this.cluster.nodes.find((node) => node !== leader)!;
-      this.#log(`${queue}: leader node ${leader}, clients on node ${this.#clientNode}`);
+      this.#leaderClientNode = this.#networked ? leader : this.#clientNode;
+      this.#log(`${queue}: leader node ${leader}, clients on node ${this.#clientNode}${this.#networked ? ` (c2) and ${leader} (c1)` : ''}`);
     }
     if (options.errorQueueMaxLength !== undefined) {
       const max = options.errorQueueMaxLength;
@@ -90,9 +164,11 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         }),
       );
     }
+    // On the network, the c1 clients (producers, odd workers) connect to the leader's node; the harness and c2 to the follower.
+    const nodeOf = (role: string) => (this.#networked && /^(producer|worker)-/.test(role) && clientMemberOf(role) === 'c1' ? this.#leaderClientNode : this.#clientNode);
     const spec = (role: string): TransportSpec => ({
       kind: 'rabbitmq',
-      url: this.cluster.url(this.#clientNode),
+      url: this.cluster.url(nodeOf(role)),
       connectionName: `${label}-${role}`,
       topologyPrefix,
       queueType,
@@ -105,10 +181,12 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const { unroutable } = harness.topology;
     const levels = Array.from({ length: DELAY_LEVELS }, (_, n) => harness.topology.level(DELAY_LEVELS - 1 - n));
     const exits = [queue, ...(unroutable ? [unroutable] : [])];
+    const network = this.#network;
     return {
       label,
       queue,
       errorQueue,
+      place: network && ((role, argv) => network.command(clientMemberOf(role), argv)),
       cliTarget: this.cluster.url(this.#clientNode),
       spec,
       errorCount: () => peek.depth(errorQueue),
@@ -127,6 +205,10 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         await this.#withChannel(this.#clientNode, async (channel) => {
           for (const q of [...exits, errorQueue, ...levels]) await channel.deleteQueue(q);
         }).catch(() => undefined);
+        // On the network, the nodes' logs so far, beside the scenario's evidence.
+        for (const node of network ? this.cluster.nodes : []) {
+          if (existsSync(this.cluster.logPath(node))) copyFileSync(this.cluster.logPath(node), join(dir, `rabbit-n${node}.log`));
+        }
       },
     };
   }
