@@ -15,10 +15,10 @@
  * own (see network/network.ts), each with its own epmd and a long node name
  * on its address, under `cluster_partition_handling = pause_minority` with
  * a short `net_ticktime`; the producer and the odd workers run in a client
- * namespace `c1` connected to the node leading the scope's work queue, the
- * even workers in `c2` connected to a follower; the harness reads the
- * evidence through the follower over its own veth. The partition scenarios
- * cut that network apart.
+ * namespace `c1` connected to one follower of the scope's work queue, the
+ * even workers in `c2` connected to the other; the harness reads the
+ * evidence through the second follower over its own veth. The partition
+ * scenarios cut that network apart.
  */
 import amqp from 'amqplib';
 import { copyFileSync, existsSync } from 'node:fs';
@@ -88,8 +88,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
    * node the harness reads through and the `c2` clients connect to.
    */
   #clientNode = 1;
-  /** On the network, the node the `c1` clients connect to: the work queue's leader when the scope began. */
-  #leaderClientNode = 1;
+  /** On the network, the node the `c1` clients connect to: the other follower of the work queue when the scope began. */
+  #c1Node = 1;
 
   constructor(options: RabbitMqFaultAdapterOptions = {}) {
     this.#nodes = options.nodes ?? 1;
@@ -138,7 +138,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   /** The node leading the scope's quorum work queue now, and the others. */
   async #roles(scope: Scope): Promise<PartitionRoles> {
     const leader = await this.cluster.leaderOf(scope.queue);
-    this.#log(`${scope.queue}: leader node ${leader}; c1 clients on node ${this.#leaderClientNode}, c2 clients and the harness on node ${this.#clientNode}`);
+    this.#log(`${scope.queue}: leader node ${leader}; c1 clients on node ${this.#c1Node}, c2 clients and the harness on node ${this.#clientNode}`);
     return { leader: `n${leader}`, followers: this.cluster.nodes.filter((n) => n !== leader).map((n) => `n${n}`), clients: CLIENT_MEMBERS };
   }
 
@@ -151,9 +151,10 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       // Declare the work queue first, then connect clients to a node that does not lead it.
       await this.#withChannel(1, (channel) => channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
       const leader = await this.cluster.leaderOf(queue);
-      this.#clientNode = this.cluster.nodes.find((node) => node !== leader)!;
-      this.#leaderClientNode = this.#networked ? leader : this.#clientNode;
-      this.#log(`${queue}: leader node ${leader}, clients on node ${this.#clientNode}${this.#networked ? ` (c2) and ${leader} (c1)` : ''}`);
+      const followers = this.cluster.nodes.filter((node) => node !== leader);
+      this.#clientNode = followers[0]!;
+      this.#c1Node = this.#networked ? followers[1]! : this.#clientNode;
+      this.#log(`${queue}: leader node ${leader}, clients on node ${this.#clientNode}${this.#networked ? ` (c2) and ${this.#c1Node} (c1)` : ''}`);
     }
     if (options.errorQueueMaxLength !== undefined) {
       const max = options.errorQueueMaxLength;
@@ -164,8 +165,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         }),
       );
     }
-    // On the network, the c1 clients (producers, odd workers) connect to the leader's node; the harness and c2 to the follower.
-    const nodeOf = (role: string) => (this.#networked && /^(producer|worker)-/.test(role) && clientMemberOf(role) === 'c1' ? this.#leaderClientNode : this.#clientNode);
+    // On the network, the c1 clients (producers, odd workers) connect to one follower; the harness and c2 to the other.
+    const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === 'c1' ? this.#c1Node : this.#clientNode);
     const spec = (role: string): TransportSpec => ({
       kind: 'rabbitmq',
       url: this.cluster.url(nodeOf(role)),
