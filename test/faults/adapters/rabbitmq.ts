@@ -63,6 +63,13 @@ function clientMemberOf(role: string): (typeof CLIENT_MEMBERS)[number] {
  * either way.
  */
 const NETWORK_CONFIG = ['cluster_partition_handling = pause_minority', 'net_ticktime = 5'];
+/**
+ * A delay level's hop that a partition left unconfirmed (the next level's
+ * leader cut off) is published again after 2 s instead of the broker's
+ * default 180 s, so a row drains within its partition's seconds; a hop
+ * published twice is a duplicate, counted.
+ */
+const NETWORK_RABBIT_ENV = { dead_letter_worker_publisher_confirm_timeout: '2000' };
 
 const SINGLE_NODE_SKIPS: Record<string, string> = {
   'cluster-leader-kill': 'needs the three-node cluster adapter',
@@ -120,7 +127,14 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     }
     const network = this.#network;
     const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));
-    this.#cluster = await RabbitCluster.start({ nodes: this.#nodes, namePrefix: 'rmqfault', log: this.#log, placement, extraConfig: network ? NETWORK_CONFIG : [] });
+    this.#cluster = await RabbitCluster.start({
+      nodes: this.#nodes,
+      namePrefix: 'rmqfault',
+      log: this.#log,
+      placement,
+      extraConfig: network ? NETWORK_CONFIG : [],
+      rabbitEnv: network ? NETWORK_RABBIT_ENV : {},
+    });
   }
 
   async stop(): Promise<void> {
