@@ -272,16 +272,17 @@ export class RabbitCluster {
 
   /**
    * The node index that leads quorum queue `queue` (vhost `/`), as the
-   * queue's Raft member on a node that is up knows it. Asks the member
-   * directly (`ra:members`), not `list_queues`, which waits up to 60 s for
-   * every queue of the cluster to answer.
+   * queue's Raft member on node `from` knows it (default: the first node
+   * that is up). Asks the member directly (`ra:members`), not
+   * `list_queues`, which waits up to 60 s for every queue of the cluster to
+   * answer.
    */
-  async leaderOf(queue: string): Promise<number> {
+  async leaderOf(queue: string, from?: number): Promise<number> {
     if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.leaderOf: unexpected queue name ${JSON.stringify(queue)}`);
     const expression =
       `{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"${queue}">>)), {RaName, _} = amqqueue:get_pid(Q), ` +
       `{ok, _, {_, Leader}} = ra:members({RaName, node()}), {leader, Leader}.`;
-    for (const index of await this.running()) {
+    for (const index of from === undefined ? await this.running() : [from]) {
       const output = await this.ctl(index, 'eval', expression).catch(() => '');
       const leader = /\{leader,'?([^'}]+)'?\}/.exec(output)?.[1];
       const slot = this.slots.find((s) => s.name === leader);
