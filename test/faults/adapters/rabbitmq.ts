@@ -54,8 +54,8 @@ function clientMemberOf(role: string): (typeof CLIENT_MEMBERS)[number] {
 /**
  * The namespaced cluster's partition handling: `net_ticktime` 5 s (default
  * 60 s), so the nodes notice a cut within 4 to 6 s, inside the suite's cuts
- * of 3 to 6 s (at 60 s, they never do: the quorum work queue kept its
- * leader through every cut); and `autoheal`: once a partition is over, the
+ * of 3 to 6 s (at 60 s, they never did, and the quorum work queue kept
+ * its leader through 11 of 12 rows); and `autoheal`: once a partition is over, the
  * side with the most clients connected wins and the other nodes restart
  * their application and rejoin. `pause_minority`, the usual choice for
  * three nodes, acts only while a node sees itself in a minority: a cut
