@@ -106,6 +106,7 @@ if (wanted('nsq')) {
   adapters.push(() => new NsqFaultAdapter({ log }));
   // The broker kill again on nsqd with --mem-queue-size=0: every message on disk as it arrives.
   if (scenarios.some((s) => s.name === 'broker-kill')) adapters.push(() => new NsqFaultAdapter({ memQueueSize: 0, log }));
+  if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new NsqFaultAdapter({ network: true, log }));
 }
 
 if (wanted('rocketmq')) {

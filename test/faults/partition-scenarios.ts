@@ -13,8 +13,8 @@ import type { ScenarioContext } from './context.js';
 import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } from './network/partitions.js';
 import type { Scenario } from './scenarios.js';
 
-/** The adapters (transport names) with a cluster on the suite's network. */
-export const PARTITION_TRANSPORTS = ['jetstream-3-netns'];
+/** The adapters (transport names) with nodes on the suite's network. */
+export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'nsq-netns'];
 /** How long one partition lasts in the per-kind scenarios. */
 const CUT_MS = 6_000;
 /** Steps of the seeded schedule. */
