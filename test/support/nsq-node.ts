@@ -111,7 +111,14 @@ export class NsqNodes {
 
   /** Starts nsqlookupd and every nsqd on fresh data directories; resolves when every one answers `/ping`. */
   static async start(options: NsqNodesOptions): Promise<NsqNodes> {
-    const nodes = new NsqNodes(mkdtempSync(join(tmpdir(), 'redeliver-nsq-')), options);
+    const baseDir = mkdtempSync(join(tmpdir(), 'redeliver-nsq-'));
+    let nodes: NsqNodes;
+    try {
+      nodes = new NsqNodes(baseDir, options);
+    } catch (error) {
+      rmSync(baseDir, { recursive: true, force: true });
+      throw error;
+    }
     trackServer(nodes);
     try {
       await nodes.#boot(nodes.#lookupd, []);
