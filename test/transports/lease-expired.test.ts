@@ -28,7 +28,7 @@ describe('Delivery.leaseExpired', () => {
 
   it("JetStream: runs out a margin before ack_wait, and extendLease restarts it", async () => {
     const clock = new FakeClock(0);
-    const owner = { clock, confirm: async () => undefined, publish: async () => undefined, errorQueueSubject: async () => 'e', settling: () => undefined, settled: () => undefined };
+    const owner = { clock, confirm: async () => undefined, publish: async () => undefined, errorQueueSubject: async () => 'e', copyTooLarge: () => undefined, settling: () => undefined, settled: () => undefined };
     const names = { queue: 'q' } as QueueNames;
     const info = { stream: 's', consumer: 'c', delivered: 1, streamSeq: 1, storedAtMs: 0 };
     const delivery = new JetStreamDelivery(owner, names, info, '$JS.ACK.x', 'm', new Uint8Array(), {}, 1_000, clock.monotonic());
