@@ -5,11 +5,11 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeOverlaps, findOverlaps } from '../support/holds.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
 import { ScenarioContext } from './context.js';
 import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
+import { describeVerdict, judgeHolders } from './holders.js';
 import type { Scenario } from './scenarios.js';
 
 /** One row of the fault table. */
@@ -33,13 +33,20 @@ export interface ScenarioResult {
   readonly bareLost?: number;
   readonly bareDuplicates?: number;
   /**
-   * Handler runs of one copy of a message (same delayed attempt) that
-   * started while another run of it held it under a live lease: two holders
-   * at once (recorded with `holds` in the workload).
+   * Deliveries of one copy of a message (same delayed attempt) that started
+   * while another delivery of it was held under a live lease, with a higher
+   * delivery count: two holders at once that the client's lease should have
+   * prevented (recorded with `holds` in the workload; see holders.ts). A
+   * failure.
    */
   readonly overlaps?: number;
-  /** Handler runs of a delayed retry's copy beside a run of the copy it replaced (redelivered: its ack was lost), counted apart. */
+  /** Two holders at once where the later delivery's count is not higher: the broker gave one delivery out twice. */
+  readonly brokerOverlaps?: number;
+  /** Holds of a delayed retry's copy beside a hold of the copy it replaced (redelivered: its ack was lost), counted apart. */
   readonly copyOverlaps?: number;
+  /** The bare client's `overlaps` and `brokerOverlaps`, where it ran beside redeliver with holds recorded. */
+  readonly bareOverlaps?: number;
+  readonly bareBrokerOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   /** A failover row's set-up (`sentinel`, `cluster`) and the `waitReplicas` its processes used. */
@@ -116,7 +123,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...oneHolder(context) };
     const bare = await evidence(twin, scenario);
     context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
-    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates };
+    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates, ...oneHolder(context) };
   } finally {
     await context.killWorkers();
     await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.kill9()));
@@ -126,22 +133,25 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
 }
 
 /**
- * The one-holder check, where the workers recorded their handler runs: two
- * runs of one copy of a message (same delayed attempt) at once within the
- * earlier one's lease are a failure; a run of a delayed retry's copy beside
- * a run of the copy it replaced (redelivered: its ack was lost) is a
- * duplicate the transport documents, counted apart. The first few of each
- * are noted, with their delivery counts.
+ * The one-holder check, where the workers recorded their handler runs (see
+ * holders.ts): two deliveries of one copy of a message at once, within the
+ * earlier one's lease, with a raised delivery count (`overlaps`) are a
+ * failure; with no higher count (`brokerOverlaps`) the broker gave one
+ * delivery out twice, reported beside the bare client's figures; a hold of
+ * a delayed retry's copy beside the copy it replaced is a duplicate the
+ * transport documents, counted apart. The bare client's, where it ran with
+ * holds, alike.
  */
-function oneHolder(context: ScenarioContext): { overlaps?: number; copyOverlaps?: number } {
+function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 'brokerOverlaps' | 'copyOverlaps' | 'bareOverlaps' | 'bareBrokerOverlaps'> {
   if (!context.workload.holds) return {};
-  const holds = context.holds();
-  const sameCopy = findOverlaps(holds);
-  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, messageId: hold.messageId.replace(/#d\d+$/, '') })));
-  const copies = byMessage.length - sameCopy.length;
-  const sample = sameCopy.length > 0 ? `: ${describeOverlaps(sameCopy.slice(0, 3))}` : '';
-  context.note(`${holds.length} handler runs; ${sameCopy.length} runs of one copy while another run held it${sample}; ${copies} runs of a delayed retry's copy beside the copy it replaced`);
-  return { overlaps: sameCopy.length, copyOverlaps: copies };
+  const verdict = judgeHolders(context.holds());
+  context.note(describeVerdict(verdict));
+  const row = { overlaps: verdict.early.length, brokerOverlaps: verdict.repeated.length, copyOverlaps: verdict.copies };
+  const twin = context.twin;
+  if (!twin) return row;
+  const bare = judgeHolders(twin.holds());
+  context.note(`bare client: ${describeVerdict(bare)}`);
+  return { ...row, bareOverlaps: bare.early.length, bareBrokerOverlaps: bare.repeated.length };
 }
 
 /** Counts a context's durable evidence once its workers have stopped. */
