@@ -10,6 +10,7 @@ import { account, type Accounting } from './checker.js';
 import { ScenarioContext } from './context.js';
 import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
 import { describeVerdict, judgeHolders } from './holders.js';
+import { settlementFailures } from './settlement-rate.js';
 import type { Scenario } from './scenarios.js';
 
 /** One row of the fault table. */
@@ -146,6 +147,8 @@ function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 
   if (!context.workload.holds) return {};
   const verdict = judgeHolders(context.holds());
   context.note(describeVerdict(verdict));
+  const late = settlementFailures(context.workerOutputs()).gone;
+  context.note(`${late} settlements came after their lease ran out and were refused (the delivery was gone)`);
   const row = { overlaps: verdict.early.length, brokerOverlaps: verdict.repeated.length, copyOverlaps: verdict.copies };
   const twin = context.twin;
   if (!twin) return row;
@@ -159,10 +162,13 @@ async function evidence(context: ScenarioContext, scenario: Scenario): Promise<A
   const { scope } = context;
   const failedSends = context.failedSends().length;
   if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
+  const errored = await readEvidence(context, 'error queue', () => scope.errorIds());
+  const twice = errored.length - new Set(errored).size;
+  if (twice > 0) context.note(`the error queue holds ${twice} entries of a message already in it`);
   return account({
     confirmed: scenario.counted?.(context) ?? context.confirmed(),
     handled: context.handled(),
-    errored: await readEvidence(context, 'error queue', () => scope.errorIds()),
+    errored,
     pending: await readEvidence(context, 'pending messages', () => scope.pendingIds()),
   });
 }
