@@ -18,12 +18,25 @@ describe('joinDeliveries', () => {
 });
 
 describe('judgeHolders', () => {
-  it('calls a second delivery with no higher count beside a held one repeated by the broker', () => {
-    const verdict = judgeHolders([run('m-1#d0', 1, 4, 100, 200), run('m-1#d0', 2, 1, 150, 250), run('m-1#d0', 1, 4, 200, 300)]);
+  it('calls a delivery count given out a second time beside a held one repeated by the broker', () => {
+    const verdict = judgeHolders([run('m-1#d0', 1, 1, 0, 50), run('m-1#d0', 1, 4, 100, 200), run('m-1#d0', 2, 1, 150, 250), run('m-1#d0', 1, 4, 200, 300)]);
     expect(verdict.repeated).toHaveLength(1);
+    expect(verdict.stale).toHaveLength(0);
     expect(verdict.early).toHaveLength(0);
-    expect(verdict.deliveries).toBe(2);
-    expect(verdict.runs).toBe(3);
+    expect(verdict.deliveries).toBe(3);
+    expect(verdict.runs).toBe(4);
+  });
+
+  it('calls the same count in two holders at once repeated', () => {
+    const verdict = judgeHolders([run('m-1#d0', 1, 2, 100, 200), run('m-1#d0', 2, 2, 150, 250)]);
+    expect(verdict.repeated).toHaveLength(1);
+  });
+
+  it('calls an older delivery, given out once, starting after a newer one stale', () => {
+    const verdict = judgeHolders([run('m-1#d0', 1, 3, 100, 200), run('m-1#d0', 2, 2, 127, 250)]);
+    expect(verdict.stale).toHaveLength(1);
+    expect(verdict.repeated).toHaveLength(0);
+    expect(verdict.early).toHaveLength(0);
   });
 
   it('calls a raised count within the earlier lease early', () => {

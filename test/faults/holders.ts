@@ -4,16 +4,22 @@
  * another under one lease) are first joined into one hold, from the first
  * run's start to the last run's end, under the lease from the first start.
  * Two holds of one copy at once, within the earlier one's lease, are then
- * one of two kinds:
+ * one of three kinds:
  *
  * - **repeated**: the later delivery's count is not higher than the
- *   earlier's. The broker handed the same delivery out a second time, its
- *   record of the first lost (on JetStream 2.9, a consumer leader elected
- *   without the deliveries its predecessor had not yet replicated). No
- *   client can see that coming; reported beside the broker's bare client.
+ *   earlier's, and another delivery of the copy carried that same count:
+ *   the broker handed one delivery number out twice, its record of the
+ *   first lost (on JetStream 2.9, delivered state not yet replicated when
+ *   the consumer's leadership or its stream's moved). No client can see
+ *   that coming; reported beside the broker's bare client.
  * - **early**: the count was raised, so the broker redelivered on purpose,
  *   while the earlier holder's lease was still in force by its own clock:
  *   the client took a lease the broker had not given. A failure.
+ * - **stale**: the later delivery's count is lower than the earlier's and
+ *   no other delivery carried it: an older delivery that reached its
+ *   client only after the broker had already given the message out again
+ *   (held back in a cut connection), and was taken as fresh. A lease the
+ *   broker no longer honoured: a failure too.
  *
  * Transport-neutral: any worker that records holds with a delivery count
  * can be judged so.
@@ -31,8 +37,10 @@ export interface HolderVerdict {
   readonly runs: number;
   /** Deliveries those runs were of (runs of one delivery joined). */
   readonly deliveries: number;
-  /** Overlaps whose later delivery count is not higher: the broker gave the delivery out again. */
+  /** Overlaps whose later delivery count is not higher and was given out before: the broker gave one delivery out again. */
   readonly repeated: readonly Overlap[];
+  /** Overlaps whose later delivery count is lower and given out once: an old delivery taken as fresh. */
+  readonly stale: readonly Overlap[];
   /** Overlaps with a raised count within the earlier lease: a lease the client took too long. */
   readonly early: readonly Overlap[];
   /** Holds of a delayed retry's copy beside a hold of the copy it replaced (its ack lost), counted apart. */
@@ -69,9 +77,18 @@ export function judgeHolders(runs: readonly CountedHold[]): HolderVerdict {
   const deliveries = joinDeliveries(runs);
   const sameCopy = findOverlaps(deliveries) as { earlier: CountedHold; later: CountedHold }[];
   const byMessage = findOverlaps(deliveries.map((hold) => ({ ...hold, messageId: hold.messageId.replace(/#d\d+$/, '') })));
-  const repeated = sameCopy.filter(({ earlier, later }) => later.deliveryCount <= earlier.deliveryCount);
-  const early = sameCopy.filter(({ earlier, later }) => later.deliveryCount > earlier.deliveryCount);
-  return { runs: runs.length, deliveries: deliveries.length, repeated, early, copies: byMessage.length - sameCopy.length };
+  const given = new Map<string, number>();
+  for (const hold of deliveries) given.set(`${hold.messageId} ${hold.deliveryCount}`, (given.get(`${hold.messageId} ${hold.deliveryCount}`) ?? 0) + 1);
+  const givenTwice = (hold: CountedHold) => given.get(`${hold.messageId} ${hold.deliveryCount}`)! > 1;
+  const notRaised = sameCopy.filter(({ earlier, later }) => later.deliveryCount <= earlier.deliveryCount);
+  return {
+    runs: runs.length,
+    deliveries: deliveries.length,
+    repeated: notRaised.filter(({ earlier, later }) => later.deliveryCount === earlier.deliveryCount || givenTwice(later)),
+    stale: notRaised.filter(({ earlier, later }) => later.deliveryCount < earlier.deliveryCount && !givenTwice(later)),
+    early: sameCopy.filter(({ earlier, later }) => later.deliveryCount > earlier.deliveryCount),
+    copies: byMessage.length - sameCopy.length,
+  };
 }
 
 /** One line for the report: the figures and the first few of each kind. */
@@ -79,8 +96,9 @@ export function describeVerdict(verdict: HolderVerdict): string {
   const sample = (overlaps: readonly Overlap[]) => (overlaps.length > 0 ? ` (e.g. ${describeOverlaps(overlaps.slice(0, 2)).replace(/\n/g, '; ')})` : '');
   return (
     `${verdict.runs} handler runs in ${verdict.deliveries} deliveries; ` +
-    `${verdict.repeated.length} deliveries given out again with no higher count while another held them${sample(verdict.repeated)}; ` +
+    `${verdict.repeated.length} delivery counts given out twice while another held the copy${sample(verdict.repeated)}; ` +
     `${verdict.early.length} redelivered with a higher count within the earlier lease${sample(verdict.early)}; ` +
+    `${verdict.stale.length} older deliveries taken as fresh after a newer one started${sample(verdict.stale)}; ` +
     `${verdict.copies} holds of a delayed retry's copy beside the copy it replaced`
   );
 }

@@ -8,7 +8,7 @@ export function formatRow(r: ScenarioResult): string {
   const recovery = r.recoverySeconds === null ? 'never' : `${r.recoverySeconds} s`;
   const bareHolders = r.bareOverlaps === undefined ? '' : `, bare ${r.bareOverlaps}/${r.bareBrokerOverlaps ?? 0}`;
   const overlaps =
-    r.overlaps === undefined ? '' : `  two holders ${String(r.overlaps).padStart(3)} (broker-repeated ${r.brokerOverlaps ?? 0}, copies ${r.copyOverlaps ?? 0}${bareHolders})`;
+    r.overlaps === undefined ? '' : `  two holders ${String(r.overlaps).padStart(3)} (stale ${r.staleOverlaps ?? 0}, broker-repeated ${r.brokerOverlaps ?? 0}, copies ${r.copyOverlaps ?? 0}${bareHolders})`;
   const bare = r.bareMessages === undefined ? '' : `, bare client ${r.bareMessages} messages ${r.bareLost} lost ${r.bareDuplicates} duplicates`;
   const counts = `messages ${String(r.messages).padStart(5)}  lost ${String(r.lost).padStart(4)}  duplicates ${String(r.duplicates).padStart(4)}${overlaps}  recovery ${recovery.padStart(7)}`;
   const detail = `(handled ${r.handled}, error queue ${r.errored}, pending ${r.pending}${bare}${r.lost > 0 ? `, lost by behaviour ${JSON.stringify(r.lostByBehaviour)}, e.g. ${r.lostSample?.join(' ')}` : ''})`;

@@ -36,12 +36,14 @@ export interface ScenarioResult {
   /**
    * Deliveries of one copy of a message (same delayed attempt) that started
    * while another delivery of it was held under a live lease, with a higher
-   * delivery count: two holders at once that the client's lease should have
-   * prevented (recorded with `holds` in the workload; see holders.ts). A
-   * failure.
+   * delivery count, or an older delivery taken as fresh after a newer one
+   * started (`staleOverlaps`, counted in): two holders at once that the
+   * client's lease should have prevented (recorded with `holds` in the
+   * workload; see holders.ts). A failure.
    */
   readonly overlaps?: number;
-  /** Two holders at once where the later delivery's count is not higher: the broker gave one delivery out twice. */
+  readonly staleOverlaps?: number;
+  /** Two holders at once where the later delivery's count is not higher and was given out before: the broker gave one delivery out twice. */
   readonly brokerOverlaps?: number;
   /** Holds of a delayed retry's copy beside a hold of the copy it replaced (redelivered: its ack was lost), counted apart. */
   readonly copyOverlaps?: number;
@@ -136,25 +138,26 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
 /**
  * The one-holder check, where the workers recorded their handler runs (see
  * holders.ts): two deliveries of one copy of a message at once, within the
- * earlier one's lease, with a raised delivery count (`overlaps`) are a
- * failure; with no higher count (`brokerOverlaps`) the broker gave one
- * delivery out twice, reported beside the bare client's figures; a hold of
+ * earlier one's lease, with a raised delivery count or an older delivery
+ * taken as fresh (`overlaps`) are a failure; one delivery count given out
+ * twice (`brokerOverlaps`) is the broker's, reported beside the bare
+ * client's figures; a hold of
  * a delayed retry's copy beside the copy it replaced is a duplicate the
  * transport documents, counted apart. The bare client's, where it ran with
  * holds, alike.
  */
-function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 'brokerOverlaps' | 'copyOverlaps' | 'bareOverlaps' | 'bareBrokerOverlaps'> {
+function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 'staleOverlaps' | 'brokerOverlaps' | 'copyOverlaps' | 'bareOverlaps' | 'bareBrokerOverlaps'> {
   if (!context.workload.holds) return {};
   const verdict = judgeHolders(context.holds());
   context.note(describeVerdict(verdict));
   const late = settlementFailures(context.workerOutputs()).gone;
   context.note(`${late} settlements came after their lease ran out and were refused (the delivery was gone)`);
-  const row = { overlaps: verdict.early.length, brokerOverlaps: verdict.repeated.length, copyOverlaps: verdict.copies };
+  const row = { overlaps: verdict.early.length + verdict.stale.length, staleOverlaps: verdict.stale.length, brokerOverlaps: verdict.repeated.length, copyOverlaps: verdict.copies };
   const twin = context.twin;
   if (!twin) return row;
   const bare = judgeHolders(twin.holds());
   context.note(`bare client: ${describeVerdict(bare)}`);
-  return { ...row, bareOverlaps: bare.early.length, bareBrokerOverlaps: bare.repeated.length };
+  return { ...row, bareOverlaps: bare.early.length + bare.stale.length, bareBrokerOverlaps: bare.repeated.length };
 }
 
 /** Counts a context's durable evidence once its workers have stopped. */
