@@ -11,7 +11,8 @@
  * appended to an fsync'd log before the ack; every handler run is recorded
  * in the holds log as the redeliver worker records it (delayed attempt 0:
  * every retry is a delivery of the one stream message). At most
- * `concurrency` messages are handled at once. SIGTERM stops it.
+ * `concurrency` messages are handled at once. Its pulls last 5 s with a
+ * heartbeat every second, as redeliver's do by default. SIGTERM stops it.
  *
  * Usage: node --import tsx jetstream-bare-worker.ts '<WorkerConfig as JSON>'
  */
@@ -63,7 +64,8 @@ async function handle(message: JsMsg): Promise<void> {
   }
 }
 
-const messages = await consumer.consume({ max_messages: config.concurrency });
+// The pull settings of redeliver's JetStream transport (5 s pulls, a heartbeat every second), so both notice a silent server alike.
+const messages = await consumer.consume({ max_messages: config.concurrency, expires: 5_000, idle_heartbeat: 1_000 });
 let running = 0;
 let freed: (() => void) | undefined;
 process.once('SIGTERM', () => {
