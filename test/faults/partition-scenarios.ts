@@ -29,9 +29,9 @@ const TITLES: Record<PartitionKind, string> = {
   'client-past-lease': "worker-1's client member (and the producer's) cut from every node for 6 s, three times the workers' 2 s lease: its messages go to worker-2, its settlements come late",
 };
 
-/** The workload: at most 600 messages, slower handlers (up to 200 ms), so work is in flight through the cut; 1 s delayed-retry steps. */
+/** The workload: at most 400 messages, slower handlers (up to 200 ms), so work is in flight through the cut; 1 s delayed-retry steps. */
 function workload(messages: number) {
-  return { messages: Math.min(messages, 600), workMs: 200, delayStepMs: 1_000, holds: true };
+  return { messages: Math.min(messages, 400), workMs: 200, delayStepMs: 1_000, holds: true };
 }
 
 /** Starts the first `sends` sends and two workers; resolves once 40 % of those sends are handled. */

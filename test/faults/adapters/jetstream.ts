@@ -77,6 +77,12 @@ const NS_PER_MS = 1_000_000;
 /** The JetStream adapter, on servers of its own. */
 export class JetStreamFaultAdapter implements FaultAdapter {
   readonly transport: string;
+  /**
+   * On the namespaced cluster, 60 s with nothing handled is a stuck run
+   * (its retries wait 1 and 2 s, its leases 2 s); elsewhere the run's
+   * default.
+   */
+  readonly stallMs: number | undefined;
   readonly #nodes: number;
   readonly #log: (line: string) => void;
   readonly #networked: boolean;
@@ -96,6 +102,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     this.#log = options.log ?? (() => undefined);
     this.#networked = options.network ?? false;
     if (this.#networked && this.#nodes !== 3) throw new Error('JetStreamFaultAdapter: network needs nodes: 3');
+    this.stallMs = this.#networked ? 60_000 : undefined;
     this.transport = this.#nodes === 1 ? 'jetstream' : this.#networked ? `jetstream-${this.#nodes}-netns` : `jetstream-${this.#nodes}-node`;
   }
 
