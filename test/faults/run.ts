@@ -141,10 +141,10 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
  * earlier one's lease, with a raised delivery count or an older delivery
  * taken as fresh (`overlaps`) are a failure; one delivery count given out
  * twice (`brokerOverlaps`) is the broker's, reported beside the bare
- * client's figures; a hold of
- * a delayed retry's copy beside the copy it replaced is a duplicate the
- * transport documents, counted apart. The bare client's, where it ran with
- * holds, alike.
+ * client's figures; a hold of a delayed retry's copy beside the copy it
+ * replaced is a duplicate the transport documents, counted apart. The bare
+ * client's, where it ran with holds, alike. Also notes the settlements
+ * refused because their lease had run out.
  */
 function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 'staleOverlaps' | 'brokerOverlaps' | 'copyOverlaps' | 'bareOverlaps' | 'bareBrokerOverlaps'> {
   if (!context.workload.holds) return {};
