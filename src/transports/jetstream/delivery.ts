@@ -50,8 +50,10 @@ const GONE = 'came after its lease ran out (the server gives it out again)';
  *
  * `retryLater` and `deadLetter` publish the copy first and ack the original
  * once the copy is stored: a crash in between leaves both, never neither;
- * the copy's `Nats-Msg-Id` is fixed by the delivery, so settling again
- * after a failure does not store a second copy.
+ * the copy's `Nats-Msg-Id` is fixed by the stream message it replaces (see
+ * {@link copyMsgId}), so settling again after a failure, or settling a
+ * later delivery of a message whose earlier delivery's copy was stored but
+ * whose ack was lost, does not store a second copy.
  *
  * A copy over the server's `max_payload` even with its failure history and
  * stack cut (a body near the limit): `retryLater` rejects with a
@@ -110,7 +112,7 @@ export class JetStreamDelivery implements Delivery {
       return Promise.reject(error);
     }
     return this.#settle('retryLater', async () => {
-      await this.#owner.publish(this.names.delaySubject, this.body, encoded, `${this.id}|r|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
+      await this.#owner.publish(this.names.delaySubject, this.body, encoded, copyMsgId(this.id, 'r', this.info));
       await this.#finalConfirm('+ACK');
     });
   }
@@ -125,7 +127,7 @@ export class JetStreamDelivery implements Delivery {
     }
     return this.#settle('deadLetter', async () => {
       const subject = await this.#owner.errorQueueSubject(errorQueue);
-      const msgID = `${this.id}|e|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`;
+      const msgID = copyMsgId(this.id, 'e', this.info);
       try {
         await this.#owner.publish(subject, this.body, encoded, msgID);
       } catch (error) {
@@ -223,6 +225,20 @@ export class JetStreamDelivery implements Delivery {
       (error) => error instanceof DeliveryGoneError,
     );
   }
+}
+
+/**
+ * The `Nats-Msg-Id` of the copy that `retryLater` (`r`) or `deadLetter`
+ * (`e`) makes of the stream message `info` names: the message id, the
+ * kind, the stream and the sequence; not the delivery count, so every
+ * delivery of one stream message makes the same copy and the stream keeps
+ * the first one within its duplicate window: a message whose copy was
+ * stored but whose ack was lost (a cut connection, a late settlement) and
+ * that comes back to another consumer does not start a second line of
+ * retries.
+ */
+export function copyMsgId(id: string, kind: 'r' | 'e', info: AckInfo): string {
+  return `${id}|${kind}|${info.stream}|${info.streamSeq}`;
 }
 
 /**
