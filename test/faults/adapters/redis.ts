@@ -64,7 +64,7 @@ export interface FailoverSetup {
 /** The set-up's data servers' network members, in the order of its ports (the first primary at the start). */
 const NODE_MEMBERS = ['n1', 'n2', 'n3'] as const;
 /** How long the drain waits without progress on the namespaced set-up (see {@link RedisFaultAdapter.stallMs}). */
-const NETWORK_STALL_MS = 30_000;
+const NETWORK_STALL_MS = 20_000;
 
 const SKIPS: Record<string, string> = {
   'error-queue-full':
@@ -90,7 +90,7 @@ export class RedisFaultAdapter implements FaultAdapter {
   /** The set-up and `waitReplicas` of a failover adapter, reported on each of its rows. */
   readonly failoverSetup?: { readonly setup: string; readonly waitReplicas: number };
   /**
-   * On the namespaced set-up, 30 s: a partition that loses writes (with
+   * On the namespaced set-up, 20 s: a partition that loses writes (with
    * `waitReplicas` 0) leaves them unhandled for good, and a lease reclaims
    * a cut-off worker's messages in seconds.
    */
