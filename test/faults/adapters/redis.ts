@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
-import { MASTER_NAME, RedisReplicaSet } from '../../support/redis-replica-set.js';
+import { MASTER_NAME, RedisReplicaSet, type ServerPlacement } from '../../support/redis-replica-set.js';
 import { RedisCluster } from '../../support/redis-cluster.js';
 import { until } from '../../support/own-servers.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
@@ -134,7 +134,7 @@ export class RedisFaultAdapter implements FaultAdapter {
     if (this.#failover?.setup === 'cluster') {
       this.#cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [this.#failover.basePort, 7299], log: this.#log });
     } else if (this.#failover) {
-      let placement: ((index: number) => { host: string; command: (argv: readonly string[]) => string[] }) | undefined;
+      let placement: ((index: number) => ServerPlacement) | undefined;
       if (this.#failover.network) {
         const network = (this.#network = FaultNetwork.create([...NODE_MEMBERS, ...CLIENT_MEMBERS]));
         this.#nemesis = new Nemesis(network, this.#log);
