@@ -34,6 +34,7 @@ import { isNotFound } from '../../../src/transports/jetstream/topology.js';
 import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
 import { Nemesis } from '../network/nemesis.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
@@ -53,18 +54,9 @@ export interface JetStreamFaultAdapterOptions {
   readonly network?: boolean;
 }
 
-/** The network's client members: the producer and odd workers in the first, even workers in the second. */
-const CLIENT_MEMBERS = ['c1', 'c2'] as const;
-
 const SINGLE_NODE_SKIPS: Record<string, string> = {
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
-
-/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
-function clientMemberOf(role: string): string {
-  const worker = /^worker-(\d+)$/.exec(role);
-  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
-}
 
 /** The node the cluster's clients connect to; the leader kill never picks it. */
 const CLIENT_NODE = 1;
