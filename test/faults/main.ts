@@ -96,6 +96,11 @@ if (wanted('redis')) {
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 0, basePort: 7260 }, log }));
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 1, basePort: 7260 }, log }));
   }
+  // The partitions, on a primary with two replicas and three Sentinels in namespaces of their own, without and with waitReplicas.
+  if (partitions.length > 0 && !networkUnavailableReason()) {
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 0, basePort: 7220 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 }, log }));
+  }
 }
 if (wanted('jetstream')) {
   adapters.push(() => new JetStreamFaultAdapter({ log }));

@@ -34,6 +34,7 @@ import { decodeEnvelope } from '../../../src/transports/nsq/envelope.js';
 import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js';
 import { NsqNodes } from '../../support/nsq-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { Nemesis } from '../network/nemesis.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
@@ -53,16 +54,9 @@ export interface NsqFaultAdapterOptions {
   readonly network?: boolean;
 }
 
-/** The network's members: nsqd 1 and 2, nsqlookupd, and the clients' (the producer and odd workers in the first, even workers in the second). */
+/** The network's nsqd and nsqlookupd members (the clients' are CLIENT_MEMBERS). */
 const NSQD_MEMBERS = ['n1', 'n2'] as const;
 const LOOKUPD_MEMBER = 'n3';
-const CLIENT_MEMBERS = ['c1', 'c2'] as const;
-
-/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
-function clientMemberOf(role: string): string {
-  const worker = /^worker-(\d+)$/.exec(role);
-  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
-}
 
 /** The channel the transport's consumers read through (its default), and the bare client's. */
 const CHANNEL = 'redeliver';
