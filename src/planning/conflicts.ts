@@ -3,13 +3,14 @@ import { fullBudget, trySpend } from '../flow/retry-budget.js';
 import { DEFAULTS } from '../defaults.js';
 import { expectedBrokerDeliveries, expectedDeliveriesWarning, QUORUM_DEFAULT_DELIVERY_LIMIT_4X } from '../transports/rabbitmq/delivery-limit.js';
 import { MAX_DELAY_MS as RABBITMQ_MAX_DELAY_MS } from '../transports/rabbitmq/topology.js';
+import { MIN_INVISIBLE_MS as ROCKETMQ_MIN_INVISIBLE_MS } from '../transports/rocketmq/options.js';
 import { formatDuration } from './duration-text.js';
 import type { PolicyPlan } from './plan.js';
 import type { PolicyInput } from './policy-module.js';
 
 /** A broker or runtime limit that cuts a policy short or works against it, and what to change. */
 export interface Conflict {
-  /** A stable name: `never-ends`, `retry-budget`, `lease`, `consumer-timeout`, `delivery-limit`, `delay-levels`, `max-deliver`. */
+  /** A stable name: `never-ends`, `retry-budget`, `lease`, `consumer-timeout`, `delivery-limit`, `delay-levels`, `max-deliver`, `max-reconsume`. */
   readonly id: string;
   /** The transport it concerns, or undefined for the runtime. */
   readonly transport: string | undefined;
@@ -35,13 +36,37 @@ export type PlanTarget =
       readonly transport: 'jetstream';
       /** The work consumer's `max_deliver`. Default -1 (no limit), as the transport creates it. */
       readonly maxDeliver?: number;
+    }
+  | {
+      readonly transport: 'nsq';
+      /** nsqd's `--max-msg-timeout`, the longest lease it gives. Default 15 min (nsqd's default). */
+      readonly maxMsgTimeoutMs?: number;
+    }
+  | {
+      readonly transport: 'rocketmq';
+      /** The consumer group's `retryMaxTimes`: deliveries after the first before the broker dead-letters a message to `%DLQ%<group>`. Default 16 (the broker's default). */
+      readonly maxReconsumeTimes?: number;
     };
+
+/** nsqd's default `--max-msg-timeout`: 15 minutes. */
+export const NSQD_MAX_MSG_TIMEOUT_MS = 900_000;
+/** nsqd's shortest message timeout: 1 s. */
+const NSQD_MIN_MSG_TIMEOUT_MS = 1_000;
+/** A RocketMQ consumer group's default `retryMaxTimes`: 16. */
+export const ROCKETMQ_MAX_RECONSUME_TIMES = 16;
 
 /** RabbitMQ's default `consumer_timeout`: 30 minutes. */
 export const RABBITMQ_CONSUMER_TIMEOUT_MS = 1_800_000;
 
 /** Every transport with its defaults: what `redeliver plan` checks when no transport is named. */
-export const ALL_TARGETS: readonly PlanTarget[] = [{ transport: 'sqlite' }, { transport: 'redis' }, { transport: 'rabbitmq' }, { transport: 'jetstream' }];
+export const ALL_TARGETS: readonly PlanTarget[] = [
+  { transport: 'sqlite' },
+  { transport: 'redis' },
+  { transport: 'rabbitmq' },
+  { transport: 'jetstream' },
+  { transport: 'nsq' },
+  { transport: 'rocketmq' },
+];
 
 /**
  * The conflicts between a plan and the runtime (retry budget, a policy that
@@ -110,14 +135,52 @@ function targetConflicts(plan: PolicyPlan, input: PolicyInput, target: PlanTarge
       return rabbitMqConflicts(plan, target);
     case 'jetstream':
       return [...leaseConflicts(plan, input, 'jetstream', "the consumer's ack_wait (the transport's leaseMs)"), ...maxDeliverConflicts(plan, input, target.maxDeliver)];
+    case 'nsq':
+      return nsqConflicts(plan, input, target.maxMsgTimeoutMs ?? NSQD_MAX_MSG_TIMEOUT_MS);
+    case 'rocketmq':
+      return rocketMqConflicts(plan, input, target.maxReconsumeTimes ?? ROCKETMQ_MAX_RECONSUME_TIMES);
     default:
       return leaseConflicts(plan, input, target.transport, 'the lease');
   }
 }
 
-function leaseConflicts(plan: PolicyPlan, input: PolicyInput, transport: string, lease: string): Conflict[] {
+/** The lease `transport` really holds a delivery for: the policy's `leaseMs` (default 30 s), clamped to what the broker gives. */
+function effectiveLeaseMs(input: PolicyInput, min: number, max: number): number {
+  return Math.min(max, Math.max(min, input.leaseMs ?? DEFAULTS.leaseMs));
+}
+
+/** nsqd gives message timeouts from 1 s to its `--max-msg-timeout`; the transport asks for the nearest one to its lease. */
+function nsqConflicts(plan: PolicyPlan, input: PolicyInput, maxMsgTimeoutMs: number): Conflict[] {
+  const leaseMs = effectiveLeaseMs(input, NSQD_MIN_MSG_TIMEOUT_MS, maxMsgTimeoutMs);
+  const capped = leaseMs < (input.leaseMs ?? DEFAULTS.leaseMs);
   const hold = plan.handler?.holdPerDeliveryMs ?? 0;
-  const leaseMs = input.leaseMs ?? DEFAULTS.leaseMs;
+  return capped
+    ? leaseConflicts(plan, input, 'nsq', "nsqd's message timeout (the transport's leaseMs, cut to nsqd's --max-msg-timeout)", leaseMs, `nsqd's --max-msg-timeout raised to at least ${formatDuration(Math.ceil(hold * 1.5))} with it, `)
+    : leaseConflicts(plan, input, 'nsq', "nsqd's message timeout (the transport's leaseMs)", leaseMs);
+}
+
+/**
+ * A RocketMQ lease is the invisible duration, 10 s at the least. A copy
+ * whose lease keeps running out is delivered again each time, and after the
+ * group's `retryMaxTimes` the broker moves it to `%DLQ%<group>` itself.
+ */
+function rocketMqConflicts(plan: PolicyPlan, input: PolicyInput, maxReconsumeTimes: number): Conflict[] {
+  const leaseMs = effectiveLeaseMs(input, ROCKETMQ_MIN_INVISIBLE_MS, Number.POSITIVE_INFINITY);
+  const lease = leaseConflicts(plan, input, 'rocketmq', "the invisible duration (the transport's leaseMs, 10 s at the least)", leaseMs);
+  if (lease.length === 0) return [];
+  return [
+    ...lease,
+    {
+      id: 'max-reconsume',
+      transport: 'rocketmq',
+      what: `every round outlasts the invisible duration, so each copy is delivered again and again; after ${maxReconsumeTimes + 1} deliveries the broker moves it to %DLQ%<group> itself, without its delayed retries and without the failure story of the error queue`,
+      fix: "fix the lease conflict above; the group's retryMaxTimes is then ample (redeliver needs one delivery per copy)",
+    },
+  ];
+}
+
+function leaseConflicts(plan: PolicyPlan, input: PolicyInput, transport: string, lease: string, leaseMs = input.leaseMs ?? DEFAULTS.leaseMs, brokerFix = ''): Conflict[] {
+  const hold = plan.handler?.holdPerDeliveryMs ?? 0;
   if (hold < leaseMs) return [];
   return [
     {
@@ -126,7 +189,7 @@ function leaseConflicts(plan: PolicyPlan, input: PolicyInput, transport: string,
       what:
         `a round of ${roundText(plan)} holds a delivery for ${formatDuration(hold)}, longer than ${lease} of ${formatDuration(leaseMs)}: ` +
         'the message is given to another consumer while the first is still retrying it, and both handle it',
-      fix: `a lease of at least ${formatDuration(Math.ceil(hold * 1.5))}, or context.extendLease() in a long handler, or fewer immediate retries`,
+      fix: `a lease of at least ${formatDuration(Math.ceil(hold * 1.5))}, ${brokerFix}or context.extendLease() in a long handler, or fewer immediate retries`,
     },
   ];
 }

@@ -69,6 +69,18 @@ describe('redeliver plan', () => {
     expect(report.conflicts.map((c) => `${c.transport} ${c.id}`)).toEqual(['redis lease']);
   });
 
+  it("checks NSQ against nsqd's --max-msg-timeout and RocketMQ against the group's retryMaxTimes", async () => {
+    const run = await plan(['--handler-ms', '10s', '--lease', '90s', '--transport', 'nsq', '--max-msg-timeout', '45s', '--json']);
+    expect(run.code).toBe(0);
+    const nsq = JSON.parse(run.stdout) as { conflicts: { id: string; transport: string; what: string }[] };
+    expect(nsq.conflicts.map((c) => `${c.transport} ${c.id}`)).toEqual(['nsq lease']);
+    expect(nsq.conflicts[0]!.what).toContain('of 45 s');
+    const rocketmq = await plan(['--handler-ms', '10s', '--transport', 'rocketmq', '--max-reconsume-times', '2', '--json']);
+    const report = JSON.parse(rocketmq.stdout) as { conflicts: { id: string; what: string }[] };
+    expect(report.conflicts.map((c) => c.id)).toEqual(['lease', 'max-reconsume']);
+    expect(report.conflicts[1]!.what).toContain('after 3 deliveries');
+  });
+
   it('shows the RabbitMQ 4 quorum conflicts and writes the chart', async () => {
     const svg = join(dir, 'plan.svg');
     const run = await plan(['--delayed', '8', '--backoff', 'exponential(1s,2,5m)|fullJitter', '--handler-ms', '6m', '--transport', 'rabbitmq', '--queue-type', 'quorum', '--svg', svg]);

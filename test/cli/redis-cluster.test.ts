@@ -7,10 +7,10 @@
  * replaces its earlier run's keys there.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEMO_REDIS_PREFIX, runDemo } from '../../src/cli/demo.js';
 import { RedisTransport } from '../../src/transports/redis/index.js';
-import { RedisCluster } from '../support/redis-cluster.js';
+import { redisClusterPerFile } from '../support/redis-cluster-per-file.js';
 import { capture, cli, fillErrorQueue, waitFor } from './support.js';
 
 const prefix = `cli-cluster-${randomUUID().slice(0, 8)}`;
@@ -18,22 +18,14 @@ const env = { REDELIVER_REDIS_PREFIX: prefix };
 const queue = 'orders';
 const errorQueue = 'error';
 const errorArgs = ['--error-queue', errorQueue];
-let cluster: RedisCluster;
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ replicasPerPrimary: 0, ports: [7100, 7199] });
-}, 60_000);
-
-afterAll(async () => {
-  await cluster?.stop();
-}, 60_000);
+const cluster = redisClusterPerFile();
 
 describe('redeliver errors and stats on a Redis Cluster', () => {
   it('lists, shows and deletes error-queue entries and reads depths through either cluster target', { timeout: 60_000 }, async () => {
-    const seeds = `redis://${cluster.nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`;
+    const seeds = `redis://${cluster().nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`;
     // A seed that does not hold the prefix's slot: the client finds the node that does.
-    const owner = await cluster.primaryOf(`{${prefix}}:queues`);
-    const other = cluster.nodes.find((node) => node.port !== owner)!.port;
+    const owner = await cluster().primaryOf(`{${prefix}}:queues`);
+    const other = cluster().nodes.find((node) => node.port !== owner)!.port;
     const oneSeed = `redis://127.0.0.1:${other}?cluster=1`;
 
     const transport = new RedisTransport({ url: seeds, keyPrefix: prefix, checkServer: false });
@@ -85,7 +77,7 @@ describe('redeliver errors and stats on a Redis Cluster', () => {
   });
 
   it('runs the demo on a cluster, and a second run replaces the first one\'s keys', { timeout: 60_000 }, async () => {
-    const url = `redis://127.0.0.1:${cluster.nodes[0]!.port}?cluster=1`;
+    const url = `redis://127.0.0.1:${cluster().nodes[0]!.port}?cluster=1`;
     const demoEnv = { REDELIVER_REDIS_PREFIX: DEMO_REDIS_PREFIX };
     const totals: number[] = [];
     for (const run of [1, 2]) {

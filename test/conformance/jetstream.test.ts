@@ -21,5 +21,6 @@ describeTransportConformance({
     const transport = new JetStreamTransport({ servers: `127.0.0.1:${proxy.port}`, prefix, connectionName: 'redeliver-conformance-cut', reconnect: () => 100 });
     return { transport, cut: () => proxy.cut(), cutEndsLeases: false, dispose: () => proxy.close() };
   },
+  limitsWholeMessage: true,
   skip,
 });

@@ -5,4 +5,5 @@ describeTransportConformance({
   name: 'memory',
   create: async () => new MemoryTransport(),
   noConnection: 'an in-process transport has no connection to cut',
+  limitsWholeMessage: 'an in-process queue has no size limit',
 });

@@ -17,5 +17,6 @@ describeTransportConformance({
     const transport = new NsqTransport({ nsqd: [NSQD_TCP], connectionName: 'redeliver-conformance-cut', connectionBackoff: () => 100 });
     return { transport, cut: () => transport.cut(), cutEndsLeases: true, dispose: async () => undefined };
   },
+  limitsWholeMessage: true,
   skip,
 });

@@ -6,35 +6,30 @@
  * `natMap`), so a cut closes every connection of the transport at once.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll } from 'vitest';
 import { Cluster } from 'ioredis';
 import { RedisTransport } from '../../src/transports/redis/index.js';
-import { RedisCluster } from '../support/redis-cluster.js';
+import { redisClusterPerFile } from '../support/redis-cluster-per-file.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { describeTransportConformance } from './suite.js';
 
 const prefix = `conf-${randomUUID().slice(0, 8)}`;
-let cluster: RedisCluster;
+const cluster = redisClusterPerFile();
 const clients: Cluster[] = [];
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ replicasPerPrimary: 0, ports: [7100, 7199] });
-}, 60_000);
 
 afterAll(async () => {
   for (const client of clients) client.disconnect();
-  await cluster?.stop();
 }, 60_000);
 
 describeTransportConformance({
   name: 'redis cluster',
   create: async () => {
-    const client = new Cluster(cluster.seeds);
+    const client = new Cluster(cluster().seeds);
     clients.push(client);
     return new RedisTransport({ client, keyPrefix: prefix, connectionName: 'redeliver-conformance', checkServer: false });
   },
   createCuttable: async () => {
-    const proxies = await Promise.all(cluster.nodes.map((node) => TcpProxy.start(node.port)));
+    const proxies = await Promise.all(cluster().nodes.map((node) => TcpProxy.start(node.port)));
     const natMap = Object.fromEntries(proxies.map((proxy) => [`127.0.0.1:${proxy.targetPort}`, { host: '127.0.0.1', port: proxy.port }]));
     const client = new Cluster(proxies.map((proxy) => ({ host: '127.0.0.1', port: proxy.port })), { natMap });
     clients.push(client);

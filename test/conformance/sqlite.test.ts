@@ -14,4 +14,5 @@ describeTransportConformance({
   name: 'sqlite',
   create: async () => new SqliteTransport({ path: join(dir, `store-${++files}.db`) }),
   noConnection: 'a local file has no connection to cut',
+  limitsWholeMessage: 'a local file has no size limit',
 });

@@ -9,6 +9,7 @@ import type { Delivery, Subscription, Transport } from '../../src/transport/type
 import { describeDeadlineConformance } from './deadline-cases.js';
 import { describeHostileFailureConformance } from './hostile-cases.js';
 import { describeOneHolderConformance } from './holder-cases.js';
+import { describeCopySizeConformance } from './size-cases.js';
 
 export interface ConformanceTarget {
   /** Shown in the test names. */
@@ -26,6 +27,14 @@ export interface ConformanceTarget {
   createCuttable?(): Promise<CuttableTransport>;
   /** Why the target has no {@link createCuttable}, shown in the skipped test's name (an in-process transport has no connection). */
   readonly noConnection?: string;
+  /**
+   * `true` where the broker limits a message's body and headers together,
+   * so a copy carrying retry state and a failure story can be too large
+   * where its original was not (see size-cases.ts); otherwise why not, the
+   * reason that case is skipped with. Default: skipped, the body alone
+   * being limited.
+   */
+  readonly limitsWholeMessage?: true | string;
 }
 
 /** A transport whose connection a test can cut, from {@link ConformanceTarget.createCuttable}. */
@@ -355,4 +364,5 @@ export function describeTransportConformance(target: ConformanceTarget): void {
   describeDeadlineConformance(target);
   describeHostileFailureConformance(target);
   describeOneHolderConformance(target);
+  describeCopySizeConformance(target);
 }

@@ -12,13 +12,13 @@ import type { ProducerConfig } from './children/producer.js';
 import type { WorkerConfig } from './children/worker.js';
 import { readEvidence } from './evidence-log.js';
 import { DEFAULT_MIX, type FailureMix } from './failure-mix.js';
-import type { Hold } from '../support/holds.js';
+import type { CountedHold } from './holders.js';
 import { Child } from './processes.js';
 
 const WORKER = 'test/faults/children/worker.ts';
 const PRODUCER = 'test/faults/children/producer.ts';
 /** The lease workers are given (their endpoint's `leaseMs`). */
-const WORKER_LEASE_MS = 2_000;
+export const WORKER_LEASE_MS = 2_000;
 
 /** How a scenario's workers and producer behave. */
 export interface Workload {
@@ -149,14 +149,21 @@ export class ScenarioContext {
    * each under the lease the workers were given, for {@link findOverlaps};
    * its `messageId` is the message id and the delayed attempt (`m-7#d1`: the
    * copy a first delayed retry made), its holder the worker and the delivery
-   * count (`worker-2 delivery 3`).
+   * count (`worker-2 delivery 3`), which `deliveryCount` has as a number.
    */
-  holds(): Hold[] {
+  holds(): CountedHold[] {
     return this.logs('worker', this.#workerCount, 'holds').flatMap((path, i) =>
       readEvidence(path).map((line) => {
         const [messageId, delayedAttempt, deliveryCount, start, end] = line.split(' ');
         const startedAt = Number(start);
-        return { messageId: `${messageId}#d${delayedAttempt}`, holder: `worker-${i + 1} delivery ${deliveryCount}`, startedAt, endedAt: Number(end), leaseEndsAt: startedAt + WORKER_LEASE_MS };
+        return {
+          messageId: `${messageId}#d${delayedAttempt}`,
+          holder: `worker-${i + 1} delivery ${deliveryCount}`,
+          deliveryCount: Number(deliveryCount),
+          startedAt,
+          endedAt: Number(end),
+          leaseEndsAt: startedAt + WORKER_LEASE_MS,
+        };
       }),
     );
   }

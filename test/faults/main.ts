@@ -6,7 +6,7 @@
  * nsqjs client beside it in the same run; a Redis failover with
  * `waitReplicas` 0 reports its loss without failing).
  *
- * Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq|rocketmq] [--messages N] [--seed N]
+ * Usage: `npm run faults -- --help`.
  *
  * The partition scenarios (partition-scenarios.ts) run only when named,
  * one by one or all of them as `partition`; they need root and iproute2.
@@ -28,25 +28,53 @@ import { networkUnavailableReason } from './network/ip.js';
 import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    transport: { type: 'string', default: 'all' },
-    messages: { type: 'string', default: '2000' },
-    seed: { type: 'string', default: '1' },
-    keep: { type: 'boolean', default: false },
-  },
-});
+const USAGE = `Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq|rocketmq|all] [--messages N] [--seed N] [--keep]
+
+  scenario     a scenario's name, or partition for every partition-* one (default: every scenario but the partition ones)
+  --transport  the transport to run on (default all)
+  --messages   messages per scenario, a whole number >= 10 (default 2000)
+  --seed       seed of the failure mix and of partition schedules (default 1)
+  --keep       keep the evidence directory (removed after the run otherwise)`;
+
+/** Prints `problem` and the usage to stderr and exits 2: a bad command line, not a failed scenario. */
+function usageError(problem: string): never {
+  console.error(`faults: ${problem}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        transport: { type: 'string', default: 'all' },
+        messages: { type: 'string', default: '2000' },
+        seed: { type: 'string', default: '1' },
+        keep: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    return usageError((error as Error).message);
+  }
+}
+
+const { values, positionals } = parseCommandLine();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const messages = Number(values.messages);
 const seed = Number(values.seed);
-if (!Number.isInteger(messages) || messages < 10) throw new Error(`--messages must be a whole number >= 10, got ${values.messages}`);
+if (!Number.isInteger(messages) || messages < 10) usageError(`--messages must be a whole number >= 10, got ${values.messages}`);
+if (!Number.isInteger(seed)) usageError(`--seed must be a whole number, got ${values.seed}`);
 const ALL = [...SCENARIOS, ...PARTITION_SCENARIOS];
 const named = (s: Scenario) => positionals.includes(s.name) || (positionals.includes('partition') && PARTITION_SCENARIOS.includes(s));
 const unknown = positionals.filter((name) => name !== 'partition' && !ALL.some((s) => s.name === name));
-if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${ALL.map((s) => s.name).join(', ')}, and partition for every partition-* one`);
+if (unknown.length > 0) usageError(`unknown scenario(s) ${unknown.join(', ')}; known: ${ALL.map((s) => s.name).join(', ')}, and partition for every partition-* one`);
 const scenarios = positionals.length > 0 ? ALL.filter(named) : SCENARIOS;
 const partitions = scenarios.filter((s) => PARTITION_SCENARIOS.includes(s));
-if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) throw new Error(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq, rocketmq or all`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) usageError(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq, rocketmq or all, got ${values.transport}`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -69,6 +97,11 @@ if (wanted('redis')) {
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 0, basePort: 7260 }, log }));
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 1, basePort: 7260 }, log }));
   }
+  // The partitions, on a primary with two replicas and three Sentinels in namespaces of their own, without and with waitReplicas.
+  if (partitions.length > 0 && !networkUnavailableReason()) {
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 0, basePort: 7220 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 }, log }));
+  }
 }
 if (wanted('jetstream')) {
   adapters.push(() => new JetStreamFaultAdapter({ log }));
@@ -79,6 +112,7 @@ if (wanted('nsq')) {
   adapters.push(() => new NsqFaultAdapter({ log }));
   // The broker kill again on nsqd with --mem-queue-size=0: every message on disk as it arrives.
   if (scenarios.some((s) => s.name === 'broker-kill')) adapters.push(() => new NsqFaultAdapter({ memQueueSize: 0, log }));
+  if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new NsqFaultAdapter({ network: true, log }));
 }
 
 if (wanted('rocketmq')) {

@@ -13,8 +13,8 @@ import type { ScenarioContext } from './context.js';
 import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } from './network/partitions.js';
 import type { Scenario } from './scenarios.js';
 
-/** The adapters (transport names) with a cluster on the suite's network. */
-export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns'];
+/** The adapters (transport names) with nodes on the suite's network. */
+export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns', 'redis-sentinel-netns-w0', 'redis-sentinel-netns-w1', 'nsq-netns'];
 /** How long one partition lasts in the per-kind scenarios. */
 const CUT_MS = 6_000;
 /** Steps of the seeded schedule. */
@@ -26,11 +26,12 @@ const TITLES: Record<PartitionKind, string> = {
   'one-way-leader': "the leader's packets dropped (it still hears everyone) for 6 s",
   'split-clients-minority': 'split: leader, producer and worker-1 against the other two nodes and worker-2, for 6 s',
   'flapping-leader': "the leader's link slow and lossy, cut and healed again and again, for 6 s",
+  'client-past-lease': "worker-1's client member (and the producer's) cut from every node for 6 s, three times the workers' 2 s lease: its messages go to worker-2, its settlements come late",
 };
 
-/** The workload: slower handlers (up to 200 ms), so work is in flight through the cut; 1 s delayed-retry steps. */
+/** The workload: at most 400 messages, slower handlers (up to 200 ms), so work is in flight through the cut; 1 s delayed-retry steps. */
 function workload(messages: number) {
-  return { messages: Math.min(messages, 1_000), workMs: 200, delayStepMs: 1_000, holds: true };
+  return { messages: Math.min(messages, 400), workMs: 200, delayStepMs: 1_000, holds: true };
 }
 
 /** Starts the first `sends` sends and two workers; resolves once 40 % of those sends are handled. */

@@ -5,11 +5,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeOverlaps, findOverlaps } from '../support/holds.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { account, type Accounting } from './checker.js';
 import { ScenarioContext } from './context.js';
 import { behaviourOf, DEFAULT_MIX } from './failure-mix.js';
+import { describeVerdict, judgeHolders } from './holders.js';
+import { settlementFailures } from './settlement-rate.js';
 import type { Scenario } from './scenarios.js';
 
 /** One row of the fault table. */
@@ -33,13 +34,22 @@ export interface ScenarioResult {
   readonly bareLost?: number;
   readonly bareDuplicates?: number;
   /**
-   * Handler runs of one copy of a message (same delayed attempt) that
-   * started while another run of it held it under a live lease: two holders
-   * at once (recorded with `holds` in the workload).
+   * Deliveries of one copy of a message (same delayed attempt) that started
+   * while another delivery of it was held under a live lease, with a higher
+   * delivery count, or an older delivery taken as fresh after a newer one
+   * started (`staleOverlaps`, counted in): two holders at once that the
+   * client's lease should have prevented (recorded with `holds` in the
+   * workload; see holders.ts). A failure.
    */
   readonly overlaps?: number;
-  /** Handler runs of a delayed retry's copy beside a run of the copy it replaced (redelivered: its ack was lost), counted apart. */
+  readonly staleOverlaps?: number;
+  /** Two holders at once where the later delivery's count is not higher and was given out before: the broker gave one delivery out twice. */
+  readonly brokerOverlaps?: number;
+  /** Holds of a delayed retry's copy beside a hold of the copy it replaced (redelivered: its ack was lost), counted apart. */
   readonly copyOverlaps?: number;
+  /** The bare client's `overlaps` and `brokerOverlaps`, where it ran beside redeliver with holds recorded. */
+  readonly bareOverlaps?: number;
+  readonly bareBrokerOverlaps?: number;
   /** Why the scenario did not run on this transport. */
   readonly skipped?: string;
   /** A failover row's set-up (`sentinel`, `cluster`) and the `waitReplicas` its processes used. */
@@ -116,7 +126,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...oneHolder(context) };
     const bare = await evidence(twin, scenario);
     context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
-    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates };
+    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates, ...oneHolder(context) };
   } finally {
     await context.killWorkers();
     await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.kill9()));
@@ -126,22 +136,28 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
 }
 
 /**
- * The one-holder check, where the workers recorded their handler runs: two
- * runs of one copy of a message (same delayed attempt) at once within the
- * earlier one's lease are a failure; a run of a delayed retry's copy beside
- * a run of the copy it replaced (redelivered: its ack was lost) is a
- * duplicate the transport documents, counted apart. The first few of each
- * are noted, with their delivery counts.
+ * The one-holder check, where the workers recorded their handler runs (see
+ * holders.ts): two deliveries of one copy of a message at once, within the
+ * earlier one's lease, with a raised delivery count or an older delivery
+ * taken as fresh (`overlaps`) are a failure; one delivery count given out
+ * twice (`brokerOverlaps`) is the broker's, reported beside the bare
+ * client's figures; a hold of a delayed retry's copy beside the copy it
+ * replaced is a duplicate the transport documents, counted apart. The bare
+ * client's, where it ran with holds, alike. Also notes the settlements
+ * refused because their lease had run out.
  */
-function oneHolder(context: ScenarioContext): { overlaps?: number; copyOverlaps?: number } {
+function oneHolder(context: ScenarioContext): Pick<ScenarioResult, 'overlaps' | 'staleOverlaps' | 'brokerOverlaps' | 'copyOverlaps' | 'bareOverlaps' | 'bareBrokerOverlaps'> {
   if (!context.workload.holds) return {};
-  const holds = context.holds();
-  const sameCopy = findOverlaps(holds);
-  const byMessage = findOverlaps(holds.map((hold) => ({ ...hold, messageId: hold.messageId.replace(/#d\d+$/, '') })));
-  const copies = byMessage.length - sameCopy.length;
-  const sample = sameCopy.length > 0 ? `: ${describeOverlaps(sameCopy.slice(0, 3))}` : '';
-  context.note(`${holds.length} handler runs; ${sameCopy.length} runs of one copy while another run held it${sample}; ${copies} runs of a delayed retry's copy beside the copy it replaced`);
-  return { overlaps: sameCopy.length, copyOverlaps: copies };
+  const verdict = judgeHolders(context.holds());
+  context.note(describeVerdict(verdict));
+  const late = settlementFailures(context.workerOutputs()).gone;
+  context.note(`${late} settlements came after their lease ran out and were refused (the delivery was gone)`);
+  const row = { overlaps: verdict.early.length + verdict.stale.length, staleOverlaps: verdict.stale.length, brokerOverlaps: verdict.repeated.length, copyOverlaps: verdict.copies };
+  const twin = context.twin;
+  if (!twin) return row;
+  const bare = judgeHolders(twin.holds());
+  context.note(`bare client: ${describeVerdict(bare)}`);
+  return { ...row, bareOverlaps: bare.early.length + bare.stale.length, bareBrokerOverlaps: bare.repeated.length };
 }
 
 /** Counts a context's durable evidence once its workers have stopped. */
@@ -149,10 +165,13 @@ async function evidence(context: ScenarioContext, scenario: Scenario): Promise<A
   const { scope } = context;
   const failedSends = context.failedSends().length;
   if (failedSends > 0) context.note(`${failedSends} sends failed for good (not confirmed, not counted)`);
+  const errored = await readEvidence(context, 'error queue', () => scope.errorIds());
+  const twice = errored.length - new Set(errored).size;
+  if (twice > 0) context.note(`the error queue holds ${twice} entries of a message already in it`);
   return account({
     confirmed: scenario.counted?.(context) ?? context.confirmed(),
     handled: context.handled(),
-    errored: await readEvidence(context, 'error queue', () => scope.errorIds()),
+    errored,
     pending: await readEvidence(context, 'pending messages', () => scope.pendingIds()),
   });
 }

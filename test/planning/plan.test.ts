@@ -108,8 +108,30 @@ describe('findConflicts', () => {
     const input = {};
     const plan = planPolicy(input, { draws: 1, handlerMs: 10 * S });
     const found = findConflicts(plan, input).map((c) => `${c.transport} ${c.id}`);
-    expect(found).toEqual(['sqlite lease', 'redis lease', 'jetstream lease']);
+    expect(found).toEqual(['sqlite lease', 'redis lease', 'jetstream lease', 'nsq lease', 'rocketmq lease', 'rocketmq max-reconsume']);
     expect(findConflicts(plan, { leaseMs: 90 * S })).toEqual([]);
+  });
+
+  it("NSQ: a lease above nsqd's --max-msg-timeout is cut to it, and the fix says to raise it", () => {
+    const plan = planPolicy({}, { draws: 1, handlerMs: 10 * S });
+    expect(findConflicts(plan, { leaseMs: 90 * S }, [{ transport: 'nsq' }])).toEqual([]);
+    const cut = findConflicts(plan, { leaseMs: 90 * S }, [{ transport: 'nsq', maxMsgTimeoutMs: 45 * S }]);
+    expect(cut.map((c) => c.id)).toEqual(['lease']);
+    expect(cut[0]!.what).toContain('cut to nsqd\'s --max-msg-timeout) of 45 s');
+    expect(cut[0]!.fix).toContain("nsqd's --max-msg-timeout raised to at least 1 min 30 s");
+    // nsqd gives at least 1 s.
+    const quick = planPolicy({ recoverability: { immediateRetries: 0 } }, { draws: 1, handlerMs: 900 });
+    expect(findConflicts(quick, { leaseMs: 500 }, [{ transport: 'nsq' }])).toEqual([]);
+  });
+
+  it('RocketMQ: the invisible duration is 10 s at the least; a round past it ends in %DLQ% after retryMaxTimes + 1 deliveries', () => {
+    const plan = planPolicy({ recoverability: { immediateRetries: 0 } }, { draws: 1, handlerMs: 8 * S });
+    expect(findConflicts(plan, { leaseMs: 5 * S }, [{ transport: 'rocketmq' }])).toEqual([]);
+    expect(findConflicts(plan, { leaseMs: 5 * S }, [{ transport: 'sqlite' }]).map((c) => c.id)).toEqual(['lease']);
+    const slow = planPolicy({}, { draws: 1, handlerMs: 10 * S });
+    const both = findConflicts(slow, {}, [{ transport: 'rocketmq', maxReconsumeTimes: 3 }]);
+    expect(both.map((c) => c.id)).toEqual(['lease', 'max-reconsume']);
+    expect(both[1]!.what).toContain('after 4 deliveries the broker moves it to %DLQ%<group>');
   });
 
   it('RabbitMQ 4 quorum queues: a round past consumer_timeout burns the default delivery limit of 20', () => {

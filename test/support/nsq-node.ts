@@ -7,7 +7,8 @@
  * it boots again on it.
  *
  * Ports, from `basePort`: nsqlookupd TCP/HTTP at +0/+1, nsqd `i` (from 1)
- * TCP/HTTP at +2i/+2i+1.
+ * TCP/HTTP at +2i/+2i+1. With a `placement`, each process listens on an
+ * address of its own (e.g. inside a network namespace), on the same ports.
  *
  * Cleanup: `stop()` stops every process (SIGTERM) and removes the
  * directory; if the test process exits first, an exit hook kills them -9 by
@@ -17,6 +18,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { NodePlacement } from './nats-node.js';
 import { portOpen } from './rabbit-node.js';
 import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
@@ -25,6 +27,7 @@ const NSQD = join(BIN_DIR, 'nsqd');
 const NSQLOOKUPD = join(BIN_DIR, 'nsqlookupd');
 /** The shared nsqd's and nsqlookupd's ports, never used here. */
 const SHARED_PORTS = [4150, 4151, 4160, 4161];
+const LOOPBACK: NodePlacement = { host: '127.0.0.1', command: (argv) => [...argv] };
 
 /** nsqd settings that change what it keeps on a crash and what it costs. */
 export interface NsqdSettings {
@@ -46,11 +49,19 @@ export interface NsqNodesOptions extends NsqdSettings {
   readonly nodes?: number;
   /** Called with progress lines (boot, kill, restart). Default silent. */
   readonly log?: (line: string) => void;
+  /**
+   * Where each process runs: the address it listens on (and nsqd
+   * broadcasts to nsqlookupd) and the command line that runs it there (e.g.
+   * inside a network namespace); `'lookupd'` for nsqlookupd, 1.. for nsqd.
+   * Default: loopback, run directly.
+   */
+  readonly placement?: (node: 'lookupd' | number) => NodePlacement;
 }
 
 interface Slot {
   readonly name: string;
   readonly binary: string;
+  readonly placement: NodePlacement;
   readonly tcpPort: number;
   readonly httpPort: number;
   process?: ChildProcess;
@@ -83,16 +94,31 @@ export class NsqNodes {
     const count = options.nodes ?? 1;
     const ports = Array.from({ length: 2 * (count + 1) }, (_, i) => base + i);
     const shared = ports.filter((p) => SHARED_PORTS.includes(p));
-    if (shared.length > 0) throw new RangeError(`NsqNodes: ports ${shared.join(', ')} belong to the shared nsqd/nsqlookupd`);
-    this.#lookupd = { name: 'nsqlookupd', binary: NSQLOOKUPD, tcpPort: base, httpPort: base + 1, stalled: false };
-    this.#nsqd = Array.from({ length: count }, (_, i) => ({ name: `nsqd${i + 1}`, binary: NSQD, tcpPort: base + 2 * (i + 1), httpPort: base + 2 * (i + 1) + 1, stalled: false }));
+    if (shared.length > 0 && !options.placement) throw new RangeError(`NsqNodes: ports ${shared.join(', ')} belong to the shared nsqd/nsqlookupd`);
+    const place = options.placement ?? (() => LOOPBACK);
+    this.#lookupd = { name: 'nsqlookupd', binary: NSQLOOKUPD, placement: place('lookupd'), tcpPort: base, httpPort: base + 1, stalled: false };
+    this.#nsqd = Array.from({ length: count }, (_, i) => ({
+      name: `nsqd${i + 1}`,
+      binary: NSQD,
+      placement: place(i + 1),
+      tcpPort: base + 2 * (i + 1),
+      httpPort: base + 2 * (i + 1) + 1,
+      stalled: false,
+    }));
     this.#log = options.log ?? (() => undefined);
     this.#settings = { memQueueSize: options.memQueueSize, syncEvery: options.syncEvery, maxMsgSize: options.maxMsgSize, maxRdyCount: options.maxRdyCount };
   }
 
   /** Starts nsqlookupd and every nsqd on fresh data directories; resolves when every one answers `/ping`. */
   static async start(options: NsqNodesOptions): Promise<NsqNodes> {
-    const nodes = new NsqNodes(mkdtempSync(join(tmpdir(), 'redeliver-nsq-')), options);
+    const baseDir = mkdtempSync(join(tmpdir(), 'redeliver-nsq-'));
+    let nodes: NsqNodes;
+    try {
+      nodes = new NsqNodes(baseDir, options);
+    } catch (error) {
+      rmSync(baseDir, { recursive: true, force: true });
+      throw error;
+    }
     trackServer(nodes);
     try {
       await nodes.#boot(nodes.#lookupd, []);
@@ -109,9 +135,9 @@ export class NsqNodes {
     return this.#nsqd.map((_, i) => i + 1);
   }
 
-  /** nsqd `index`'s TCP address, `127.0.0.1:<port>`. */
+  /** nsqd `index`'s TCP address, `<host>:<port>` (`127.0.0.1` unless placed). */
   tcpAddress(index = 1): string {
-    return `127.0.0.1:${this.#slot(index).tcpPort}`;
+    return address(this.#slot(index), 'tcpPort');
   }
 
   /** nsqd `index`'s TCP port. */
@@ -119,14 +145,14 @@ export class NsqNodes {
     return this.#slot(index).tcpPort;
   }
 
-  /** nsqd `index`'s HTTP address, `127.0.0.1:<port>`. */
+  /** nsqd `index`'s HTTP address, `<host>:<port>` (`127.0.0.1` unless placed). */
   httpAddress(index = 1): string {
-    return `127.0.0.1:${this.#slot(index).httpPort}`;
+    return address(this.#slot(index), 'httpPort');
   }
 
   /** nsqlookupd's HTTP address. */
   get lookupdHttpAddress(): string {
-    return `127.0.0.1:${this.#lookupd.httpPort}`;
+    return address(this.#lookupd, 'httpPort');
   }
 
   /** The settings the next boot of an nsqd uses. */
@@ -145,10 +171,10 @@ export class NsqNodes {
     const data = join(this.baseDir, slot.name);
     mkdirSync(data, { recursive: true });
     const args = [
-      `--tcp-address=127.0.0.1:${slot.tcpPort}`,
-      `--http-address=127.0.0.1:${slot.httpPort}`,
-      '--broadcast-address=127.0.0.1',
-      `--lookupd-tcp-address=127.0.0.1:${this.#lookupd.tcpPort}`,
+      `--tcp-address=${address(slot, 'tcpPort')}`,
+      `--http-address=${address(slot, 'httpPort')}`,
+      `--broadcast-address=${slot.placement.host}`,
+      `--lookupd-tcp-address=${address(this.#lookupd, 'tcpPort')}`,
       `--data-path=${data}`,
     ];
     if (this.#settings.memQueueSize !== undefined) args.push(`--mem-queue-size=${this.#settings.memQueueSize}`);
@@ -165,7 +191,7 @@ export class NsqNodes {
     signal(slot, 'SIGKILL');
     await exited(slot);
     slot.stalled = false;
-    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.tcpPort)));
+    await until(`${slot.name} to close its port`, 30_000, async () => !(await portOpen(slot.tcpPort, slot.placement.host)));
   }
 
   /** Stops nsqd `index` gracefully (SIGTERM: it writes what it holds in memory to its data directory) and starts it again. */
@@ -218,13 +244,14 @@ export class NsqNodes {
   }
 
   async #boot(slot: Slot, args: string[]): Promise<void> {
-    if (slot === this.#lookupd) args = [`--tcp-address=127.0.0.1:${slot.tcpPort}`, `--http-address=127.0.0.1:${slot.httpPort}`, '--broadcast-address=127.0.0.1'];
+    if (slot === this.#lookupd) args = [`--tcp-address=${address(slot, 'tcpPort')}`, `--http-address=${address(slot, 'httpPort')}`, `--broadcast-address=${slot.placement.host}`];
     // A node already answering on the port would pass for this one while this one fails to bind.
-    if (await pings(slot.httpPort)) throw new Error(`${slot.name}: something already answers /ping on 127.0.0.1:${slot.httpPort}; another run's node? Stop it first`);
+    if (await pings(slot)) throw new Error(`${slot.name}: something already answers /ping on ${address(slot, 'httpPort')}; another run's node? Stop it first`);
     const started = Date.now();
     const logFile = join(this.baseDir, `${slot.name}.log`);
     const out = openSync(logFile, 'a');
-    const child = spawn(slot.binary, args, { detached: true, stdio: ['ignore', out, out] });
+    const [file, ...argv] = slot.placement.command([slot.binary, ...args]);
+    const child = spawn(file!, argv, { detached: true, stdio: ['ignore', out, out] });
     closeSync(out);
     child.unref();
     slot.process = child;
@@ -235,7 +262,7 @@ export class NsqNodes {
     });
     await until(`${slot.name} on ${slot.tcpPort} to answer /ping`, 30_000, async () => {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${slot.name} exited at start; see ${logFile}`);
-      return pings(slot.httpPort);
+      return pings(slot);
     });
     this.#log(`${slot.name} up on ${slot.tcpPort}/${slot.httpPort} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }
@@ -257,9 +284,14 @@ export class NsqNodes {
   }
 }
 
-async function pings(port: number): Promise<boolean> {
+/** A slot's `host:port` for its TCP or HTTP port. */
+function address(slot: Slot, port: 'tcpPort' | 'httpPort'): string {
+  return `${slot.placement.host}:${slot[port]}`;
+}
+
+async function pings(slot: Slot): Promise<boolean> {
   try {
-    const response = await fetch(`http://127.0.0.1:${port}/ping`, { signal: AbortSignal.timeout(1_000) });
+    const response = await fetch(`http://${address(slot, 'httpPort')}/ping`, { signal: AbortSignal.timeout(1_000) });
     return response.status === 200;
   } catch {
     return false;

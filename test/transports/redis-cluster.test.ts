@@ -17,12 +17,13 @@
  *   new transport rejects within its timeout.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster } from 'ioredis';
 import { RedisTransport, keySlot } from '../../src/transports/redis/index.js';
 import type { Delivery, Subscription } from '../../src/transport/types.js';
 import { Producer } from '../../src/producer/producer.js';
-import { RedisCluster, parseInfo } from '../support/redis-cluster.js';
+import { parseInfo } from '../support/redis-cluster.js';
+import { redisClusterPerFile } from '../support/redis-cluster-per-file.js';
 
 const text = (s: string) => new TextEncoder().encode(s);
 const decode = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -31,20 +32,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Commands every connection sends whatever it carries: not a queue's traffic. */
 const CONNECTION_COMMANDS = new Set(['cluster', 'client', 'info', 'ping', 'command', 'config', 'hello', 'select', 'readonly', 'auth', 'quit']);
 
-let cluster: RedisCluster;
+const cluster = redisClusterPerFile();
 const transports: RedisTransport[] = [];
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ replicasPerPrimary: 0, ports: [7100, 7199] });
-}, 60_000);
 
 afterAll(async () => {
   for (const transport of transports) await transport.close().catch(() => undefined);
-  await cluster?.stop();
 }, 60_000);
 
 function clusterUrl(): string {
-  return `redis://${cluster.nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`;
+  return `redis://${cluster().nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`;
 }
 
 function open(keyPrefix: string, connectionName: string, extra: { leaseMs?: number; pollIntervalMs?: number } = {}): RedisTransport {
@@ -55,13 +51,13 @@ function open(keyPrefix: string, connectionName: string, extra: { leaseMs?: numb
 
 /** The port of the primary serving each slot. */
 async function ownerOf(slot: number): Promise<number> {
-  return (await cluster.nodesOfSlot(slot)).primary;
+  return (await cluster().nodesOfSlot(slot)).primary;
 }
 
 /** Calls of each command on the node at `port` since its last `CONFIG RESETSTAT`; with `subcommands`, `client|id` apart from `client|list`. */
 async function commandCalls(port: number, subcommands = false): Promise<Map<string, number>> {
   const calls = new Map<string, number>();
-  for (const [name, value] of parseInfo(String(await cluster.command(port, 'INFO', 'commandstats')))) {
+  for (const [name, value] of parseInfo(String(await cluster().command(port, 'INFO', 'commandstats')))) {
     const match = /^cmdstat_(.+)$/.exec(name);
     const count = /(?:^|,)calls=(\d+)/.exec(value);
     if (!match || !count) continue;
@@ -103,14 +99,14 @@ async function traffic(transport: RedisTransport, queue: string, count: number):
 
 describe('Redis Cluster: scale-out by prefix', () => {
   it('puts three prefixes on three shards, each shard holding and serving only its own prefix', async () => {
-    const primaries = cluster.nodes.map((node) => node.port);
+    const primaries = cluster().nodes.map((node) => node.port);
     // Three prefixes whose hash tags fall on three different primaries.
     const chosen = new Map<number, { prefix: string; slot: number }>();
     const token = randomUUID().slice(0, 8);
     for (let i = 0; chosen.size < primaries.length && i < 1000; i++) {
       const prefix = `shard-${token}-${i}`;
       const slot = keySlot(`{${prefix}}:queues`);
-      expect(slot).toBe(await cluster.keySlot(`{${prefix}}:queues`));
+      expect(slot).toBe(await cluster().keySlot(`{${prefix}}:queues`));
       const owner = await ownerOf(slot);
       if (!chosen.has(owner)) chosen.set(owner, { prefix, slot });
     }
@@ -118,14 +114,14 @@ describe('Redis Cluster: scale-out by prefix', () => {
     const plan = [...chosen].map(([port, { prefix, slot }], index) => ({ port, prefix, slot, count: 20 * (index + 1) }));
 
     // All three at once.
-    for (const port of primaries) await cluster.command(port, 'CONFIG', 'RESETSTAT');
+    for (const port of primaries) await cluster().command(port, 'CONFIG', 'RESETSTAT');
     await Promise.all(plan.map(({ prefix, count }) => traffic(open(prefix, `redeliver-scale-${prefix}`), 'orders', count)));
     for (const { port, slot, count } of plan) {
-      const keys = Number(await cluster.command(port, 'CLUSTER', 'COUNTKEYSINSLOT', slot));
+      const keys = Number(await cluster().command(port, 'CLUSTER', 'COUNTKEYSINSLOT', slot));
       // The stream, its error stream, the delayed set, the queue registry, the sequence, and one settlement record per dead-letter and per retry at least.
       expect(keys).toBeGreaterThan(count / 5);
-      expect(Number(await cluster.command(port, 'DBSIZE'))).toBe(keys);
-      for (const other of plan) if (other.slot !== slot) expect(Number(await cluster.command(port, 'CLUSTER', 'COUNTKEYSINSLOT', other.slot))).toBe(0);
+      expect(Number(await cluster().command(port, 'DBSIZE'))).toBe(keys);
+      for (const other of plan) if (other.slot !== slot) expect(Number(await cluster().command(port, 'CLUSTER', 'COUNTKEYSINSLOT', other.slot))).toBe(0);
       const calls = await commandCalls(port);
       // A send (a script each, sent one at a time) per message, and settlements (several to a script).
       expect(calls.get('evalsha') ?? 0).toBeGreaterThan(count);
@@ -134,7 +130,7 @@ describe('Redis Cluster: scale-out by prefix', () => {
 
     // One at a time: while one prefix runs, only its primary serves queue commands.
     for (const { port, prefix, count } of plan) {
-      for (const node of primaries) await cluster.command(node, 'CONFIG', 'RESETSTAT');
+      for (const node of primaries) await cluster().command(node, 'CONFIG', 'RESETSTAT');
       await traffic(open(prefix, `redeliver-scale-${prefix}`), `solo-${port}`, count);
       expect(await queueCalls(port)).toBeGreaterThan(count);
       // The consumer learns its read connection's id on the prefix's primary, and cuts reads short there only: ids are per node.
@@ -155,7 +151,7 @@ describe('Redis Cluster: scale-out by prefix', () => {
     await transport.send('q', { id: 'm', body: text('x'), headers: {} });
     const sub = await transport.consume('q', (d) => void d.ack(), { prefetch: 1 });
     const owner = await ownerOf(keySlot(`{${prefix}}:queues`));
-    const named = async () => String(await cluster.command(owner, 'CLIENT', 'LIST')).split('\n').filter((line) => line.includes(` name=${name} `));
+    const named = async () => String(await cluster().command(owner, 'CLIENT', 'LIST')).split('\n').filter((line) => line.includes(` name=${name} `));
     // The command connection, the consumer's own for blocking reads, and the one settlements go on.
     const reading = async () => (await named()).length >= 3 && (await named()).some((line) => / cmd=xreadgroup /.test(line));
     for (let i = 0; i < 250 && !(await reading()); i++) await sleep(20);
@@ -167,13 +163,13 @@ describe('Redis Cluster: scale-out by prefix', () => {
 
   it('names the connections it duplicates from an application\'s Cluster, which keeps its own name', async () => {
     const prefix = `app-${randomUUID().slice(0, 8)}`;
-    const app = new Cluster(cluster.seeds, { redisOptions: { connectionName: `app-${prefix}` } });
+    const app = new Cluster(cluster().seeds, { redisOptions: { connectionName: `app-${prefix}` } });
     const transport = new RedisTransport({ client: app, keyPrefix: prefix, connectionName: `redeliver-${prefix}`, checkServer: false });
     transports.push(transport);
     await transport.send('q', { id: 'm', body: text('x'), headers: {} });
     const sub = await transport.consume('q', (d) => void d.ack(), { prefetch: 1 });
     const owner = await ownerOf(keySlot(`{${prefix}}:queues`));
-    const names = async () => String(await cluster.command(owner, 'CLIENT', 'LIST')).split('\n').map((line) => / name=(\S*) /.exec(line)?.[1] ?? '');
+    const names = async () => String(await cluster().command(owner, 'CLIENT', 'LIST')).split('\n').map((line) => / name=(\S*) /.exec(line)?.[1] ?? '');
     // The consumer's blocking connection and the settlement connection are the transport's duplicates.
     for (let i = 0; i < 250 && (await names()).filter((name) => name === `redeliver-${prefix}`).length < 2; i++) await sleep(20);
     expect((await names()).filter((name) => name === `redeliver-${prefix}`).length).toBeGreaterThanOrEqual(2);
@@ -190,8 +186,8 @@ describe('Redis Cluster: a slot migration while messages flow', () => {
     const prefix = `migrate-${randomUUID().slice(0, 8)}`;
     const slot = keySlot(`{${prefix}}:queues`);
     const source = await ownerOf(slot);
-    const target = cluster.nodes.map((node) => node.port).find((port) => port !== source)!;
-    const idOf = async (port: number) => String(await cluster.command(port, 'CLUSTER', 'MYID'));
+    const target = cluster().nodes.map((node) => node.port).find((port) => port !== source)!;
+    const idOf = async (port: number) => String(await cluster().command(port, 'CLUSTER', 'MYID'));
     const [sourceId, targetId] = [await idOf(source), await idOf(target)];
 
     const total = 300;
@@ -242,18 +238,18 @@ describe('Redis Cluster: a slot migration while messages flow', () => {
     for (const consumer of consumers) subs.push(await consumer.consume(queue, handle, { prefetch: 10 }));
 
     const migrate = async () => {
-      await cluster.command(source, 'CONFIG', 'RESETSTAT');
-      await cluster.command(target, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
-      await cluster.command(source, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
+      await cluster().command(source, 'CONFIG', 'RESETSTAT');
+      await cluster().command(target, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
+      await cluster().command(source, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
       let moved = 0;
       for (;;) {
         // Ten keys a time, as `redis-cli --cluster reshard` moves them: scripts meanwhile find some of their keys moved (TRYAGAIN).
-        const keys = (await cluster.command(source, 'CLUSTER', 'GETKEYSINSLOT', slot, 10)) as string[];
+        const keys = (await cluster().command(source, 'CLUSTER', 'GETKEYSINSLOT', slot, 10)) as string[];
         if (keys.length === 0) break;
-        await cluster.command(source, 'MIGRATE', '127.0.0.1', target, '', 0, 5_000, 'KEYS', ...keys);
+        await cluster().command(source, 'MIGRATE', '127.0.0.1', target, '', 0, 5_000, 'KEYS', ...keys);
         moved += keys.length;
       }
-      for (const port of cluster.nodes.map((node) => node.port)) await cluster.command(port, 'CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+      for (const port of cluster().nodes.map((node) => node.port)) await cluster().command(port, 'CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
       return moved;
     };
 
@@ -273,15 +269,15 @@ describe('Redis Cluster: a slot migration while messages flow', () => {
     await Promise.race([allSettled, sleep(30_000)]);
     // Commands the source turned away during and after the move (ASK, TRYAGAIN, MOVED): the clients were redirected.
     let redirected = 0;
-    for (const [name, value] of parseInfo(String(await cluster.command(source, 'INFO', 'commandstats')))) {
+    for (const [name, value] of parseInfo(String(await cluster().command(source, 'INFO', 'commandstats')))) {
       if (name.startsWith('cmdstat_')) redirected += Number(/rejected_calls=(\d+)/.exec(value)?.[1] ?? 0);
     }
 
     // The slot, and every key of the prefix, now live on the target.
     expect(moved).toBeGreaterThan(0);
     expect(await ownerOf(slot)).toBe(target);
-    expect(Number(await cluster.command(source, 'CLUSTER', 'COUNTKEYSINSLOT', slot))).toBe(0);
-    expect(Number(await cluster.command(target, 'CLUSTER', 'COUNTKEYSINSLOT', slot))).toBeGreaterThan(0);
+    expect(Number(await cluster().command(source, 'CLUSTER', 'COUNTKEYSINSLOT', slot))).toBe(0);
+    expect(Number(await cluster().command(target, 'CLUSTER', 'COUNTKEYSINSLOT', slot))).toBeGreaterThan(0);
 
     // Nothing lost, nothing held twice at once; each message settled once.
     const missing = Array.from({ length: total }, (_, i) => `p-${i}`).filter((id) => !settledAs.has(id));
@@ -306,7 +302,7 @@ describe('Redis Cluster: a slot migration while messages flow', () => {
     );
 
     // The consumers read from the new primary, and only from it.
-    for (const port of [source, target]) await cluster.command(port, 'CONFIG', 'RESETSTAT');
+    for (const port of [source, target]) await cluster().command(port, 'CONFIG', 'RESETSTAT');
     await producer.send(queue, { id: 'after', body: text('1'), headers: {} });
     await sleep(1_500);
     expect((await commandCalls(target)).get('xreadgroup') ?? 0).toBeGreaterThan(0);
@@ -330,7 +326,7 @@ describe('Redis Cluster: the primary of a prefix killed', () => {
     // Last in this file: the cluster loses a third of its slots for good, so the other tests' transports are closed first.
     for (const other of transports.splice(0)) if (other !== transport) await other.close();
     transports.push(transport);
-    await cluster.kill9(await ownerOf(keySlot(`{${prefix}}:queues`)));
+    await cluster().kill9(await ownerOf(keySlot(`{${prefix}}:queues`)));
     const started = Date.now();
     const ack = held[0]!.ack().then(
       () => 'acked',

@@ -19,7 +19,7 @@ import { resolveRedisOptions } from '../../src/transports/redis/options.js';
 import { RedisReplicaSet } from '../support/redis-replica-set.js';
 import { redisNodeSkipReason } from '../support/redis-node.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { RedisCluster } from '../support/redis-cluster.js';
+import { redisClusterPerFile } from '../support/redis-cluster-per-file.js';
 
 const skip = redisNodeSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
@@ -227,42 +227,34 @@ function within(work: Promise<unknown>): Promise<unknown> {
 }
 
 describe.skipIf(Boolean(skip))('waitReplicas on a Redis Cluster', () => {
-  let cluster: RedisCluster;
-
-  beforeAll(async () => {
-    cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [7280, 7299] });
-  }, 120_000);
-
-  afterAll(async () => {
-    await cluster?.stop();
-  }, 60_000);
+  const cluster = redisClusterPerFile({ primaries: 3, replicasPerPrimary: 1, ports: [7280, 7299] }, 120_000);
 
   it("waits on the primary serving the prefix's slot: its replica has each send once it resolves, and without it a send rejects", async () => {
     const prefix = `wr-${process.pid}-cluster`;
     const k = new RedisKeys(prefix);
-    const url = `redis://${cluster.seeds.map((s) => `${s.host}:${s.port}`).join(',')}`;
+    const url = `redis://${cluster().seeds.map((s) => `${s.host}:${s.port}`).join(',')}`;
     const t = new RedisTransport({ url, keyPrefix: prefix, checkServer: false, waitReplicas: 1, waitReplicasTimeoutMs: WAIT_MS });
     try {
-      const { replicas } = await cluster.nodesOfSlot(await cluster.keySlot(k.of('q').stream));
+      const { replicas } = await cluster().nodesOfSlot(await cluster().keySlot(k.of('q').stream));
       expect(replicas).toHaveLength(1);
       // Reads on a cluster replica need READONLY on its connection.
-      await cluster.command(replicas[0]!, 'READONLY');
+      await cluster().command(replicas[0]!, 'READONLY');
       for (let i = 0; i < 20; i++) {
         await t.send('q', { id: `m${i}`, body: text(String(i)), headers: {} });
-        expect(Number(await cluster.command(replicas[0]!, 'XLEN', k.of('q').stream))).toBe(i + 1);
+        expect(Number(await cluster().command(replicas[0]!, 'XLEN', k.of('q').stream))).toBe(i + 1);
       }
       // With that replica gone the send rejects: the wait asked the slot's primary, not another node.
-      await cluster.kill9(replicas[0]!);
+      await cluster().kill9(replicas[0]!);
       try {
         const refused = await t.send('q', { id: 'behind', body: text('b'), headers: {} }).then(() => undefined, (e: unknown) => e);
         expect(refused).toBeInstanceOf(ReplicasBehindError);
       } finally {
-        await cluster.restart(replicas[0]!);
+        await cluster().restart(replicas[0]!);
       }
     } finally {
       await t.close();
-      const primary = await cluster.primaryOf(k.of('q').stream);
-      for (const key of (await cluster.command(primary, 'KEYS', `{${prefix}}:*`)) as string[]) await cluster.command(primary, 'DEL', key);
+      const primary = await cluster().primaryOf(k.of('q').stream);
+      for (const key of (await cluster().command(primary, 'KEYS', `{${prefix}}:*`)) as string[]) await cluster().command(primary, 'DEL', key);
     }
   }, 60_000);
 });

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { OptionError } from '../../util/option-checks.js';
-import { ALL_TARGETS, findConflicts, planNotes, RABBITMQ_CONSUMER_TIMEOUT_MS, type PlanTarget } from '../../planning/conflicts.js';
+import { ALL_TARGETS, findConflicts, NSQD_MAX_MSG_TIMEOUT_MS, planNotes, RABBITMQ_CONSUMER_TIMEOUT_MS, ROCKETMQ_MAX_RECONSUME_TIMES, type PlanTarget } from '../../planning/conflicts.js';
 import { planPolicy } from '../../planning/plan.js';
 import { planChart, planReport, planText } from '../plan-report.js';
 import { ioOf } from '../program.js';
@@ -12,12 +12,14 @@ import { formatDuration } from '../../planning/duration-text.js';
 interface PlanFlags extends PolicyFlags, ChartFlags {
   handlerMs?: number;
   queueDepth?: number;
-  transport: 'all' | 'sqlite' | 'redis' | 'rabbitmq' | 'jetstream';
+  transport: 'all' | PlanTarget['transport'];
   queueType: 'classic' | 'quorum';
   rabbitmqVersion: number;
   deliveryLimit?: number;
   consumerTimeout: number;
   maxDeliver?: number;
+  maxMsgTimeout: number;
+  maxReconsumeTimes: number;
   draws: number;
   seed: number;
   json?: boolean;
@@ -31,12 +33,14 @@ export function registerPlan(program: Command): void {
   addPolicyOptions(command)
     .option('--handler-ms <duration>', 'how long one handler attempt takes (milliseconds, or 2s, 5m)', durationFlag)
     .option('--queue-depth <count>', 'with --handler-ms: the worker time a queue of this many failing messages takes', positiveCount)
-    .addOption(new Option('--transport <name>', 'the broker to check the policy against').choices(['all', 'sqlite', 'redis', 'rabbitmq', 'jetstream']).default('all'))
+    .addOption(new Option('--transport <name>', 'the broker to check the policy against').choices(['all', ...ALL_TARGETS.map((t) => t.transport)]).default('all'))
     .addOption(new Option('--queue-type <type>', 'rabbitmq: the work queue type').choices(['classic', 'quorum']).default('classic'))
     .option('--rabbitmq-version <major>', 'rabbitmq: the broker major version (4 and later give quorum queues a delivery limit of 20)', positiveCount, 4)
     .option('--delivery-limit <count>', "rabbitmq: the work queue's x-delivery-limit (default: 20 on quorum queues of RabbitMQ 4, none otherwise)", count)
     .option('--consumer-timeout <duration>', "rabbitmq: the broker's consumer_timeout", durationFlag, RABBITMQ_CONSUMER_TIMEOUT_MS)
     .option('--max-deliver <count>', "jetstream: the work consumer's max_deliver (default -1, none, as the transport creates it)", integer)
+    .option('--max-msg-timeout <duration>', "nsq: nsqd's --max-msg-timeout, the longest lease it gives", durationFlag, NSQD_MAX_MSG_TIMEOUT_MS)
+    .option('--max-reconsume-times <count>', "rocketmq: the consumer group's retryMaxTimes", count, ROCKETMQ_MAX_RECONSUME_TIMES)
     .option('--draws <count>', 'seeded draws of the jittered schedule', positiveCount, 1000)
     .option('--seed <number>', 'seed of the first draw', count, 1)
     .option('--json', 'print one JSON object instead of the table');
@@ -73,7 +77,13 @@ function planTargets(flags: PlanFlags): readonly PlanTarget[] {
     ...(flags.deliveryLimit === undefined ? {} : { deliveryLimit: flags.deliveryLimit }),
   };
   const jetstream: PlanTarget = { transport: 'jetstream', ...(flags.maxDeliver === undefined ? {} : { maxDeliver: flags.maxDeliver }) };
-  const chosen = ALL_TARGETS.map((t) => (t.transport === 'rabbitmq' ? rabbitmq : t.transport === 'jetstream' ? jetstream : t));
+  const configured: Partial<Record<PlanTarget['transport'], PlanTarget>> = {
+    rabbitmq,
+    jetstream,
+    nsq: { transport: 'nsq', maxMsgTimeoutMs: flags.maxMsgTimeout },
+    rocketmq: { transport: 'rocketmq', maxReconsumeTimes: flags.maxReconsumeTimes },
+  };
+  const chosen = ALL_TARGETS.map((t) => configured[t.transport] ?? t);
   return flags.transport === 'all' ? chosen : chosen.filter((t) => t.transport === flags.transport);
 }
 

@@ -7,7 +7,7 @@ import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { AckInfo } from './ack-subject.js';
 import { DELAY_HEADER, encodeNatsHeaders } from './codec.js';
-import { AlreadySettledError, DeliveryGoneError } from './errors.js';
+import { AlreadySettledError, DeliveryGoneError, MessageTooLargeError } from './errors.js';
 import type { QueueNames } from './names.js';
 
 /** What a delivery needs from the consumer that handed it out. */
@@ -15,10 +15,17 @@ export interface DeliveryOwner {
   readonly clock: Clock;
   /** Sends `payload` (`+ACK`, `-NAK`, `+WPI`) to the delivery's reply subject and waits for the server to have it. */
   confirm(reply: string, payload: string): Promise<void>;
-  /** Publishes a copy and resolves once the stream has stored it (or had it already, by its `msgID`). */
-  publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string): Promise<void>;
+  /**
+   * Publishes a copy and resolves once the stream has stored it (or had it
+   * already, by its `msgID`; without one the stream stores every publish).
+   * A copy over the server's `max_payload` rejects with a
+   * `MessageTooLargeError`, nothing sent.
+   */
+  publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string | undefined): Promise<void>;
   /** The subject of `errorQueue`, whose stream is made when missing. */
   errorQueueSubject(errorQueue: string): Promise<string>;
+  /** Logs that no copy with the failure headers fit, and what was done `instead`. */
+  copyTooLarge(operation: 'deadLetter', id: string, queue: string, error: MessageTooLargeError, instead: string): void;
   /**
    * A settlement's final `+ACK` or `-NAK` is on its way to the server, and
    * `sent` settles once the server has it (or it failed): the consumer may
@@ -43,8 +50,19 @@ const GONE = 'came after its lease ran out (the server gives it out again)';
  *
  * `retryLater` and `deadLetter` publish the copy first and ack the original
  * once the copy is stored: a crash in between leaves both, never neither;
- * the copy's `Nats-Msg-Id` is fixed by the delivery, so settling again
- * after a failure does not store a second copy.
+ * the copy's `Nats-Msg-Id` is fixed by the stream message it replaces (see
+ * {@link copyMsgId}), so settling again after a failure, or settling a
+ * later delivery of a message whose earlier delivery's copy was stored but
+ * whose ack was lost, does not store a second copy.
+ *
+ * A copy over the server's `max_payload` even with its failure history and
+ * stack cut (a body near the limit): `retryLater` rejects with a
+ * `MessageTooLargeError` and the delivery stays held (an endpoint then moves
+ * the message to the error queue, reason `copy-too-large`); `deadLetter`
+ * moves the message to the error queue as it arrived (its own headers,
+ * without the failure headers), logged, and when even that does not fit
+ * beside the copy's `Nats-Msg-Id`, without the id: a settlement repeated
+ * after a failure may then store it twice, a duplicate, never a loss.
  */
 export class JetStreamDelivery implements Delivery {
   readonly #owner: DeliveryOwner;
@@ -94,7 +112,7 @@ export class JetStreamDelivery implements Delivery {
       return Promise.reject(error);
     }
     return this.#settle('retryLater', async () => {
-      await this.#owner.publish(this.names.delaySubject, this.body, encoded, `${this.id}|r|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
+      await this.#owner.publish(this.names.delaySubject, this.body, encoded, copyMsgId(this.id, 'r', this.info));
       await this.#finalConfirm('+ACK');
     });
   }
@@ -109,9 +127,28 @@ export class JetStreamDelivery implements Delivery {
     }
     return this.#settle('deadLetter', async () => {
       const subject = await this.#owner.errorQueueSubject(errorQueue);
-      await this.#owner.publish(subject, this.body, encoded, `${this.id}|e|${this.info.stream}|${this.info.streamSeq}|${this.info.delivered}`);
+      const msgID = copyMsgId(this.id, 'e', this.info);
+      try {
+        await this.#owner.publish(subject, this.body, encoded, msgID);
+      } catch (error) {
+        if (!(error instanceof MessageTooLargeError)) throw error;
+        await this.#deadLetterAsArrived(subject, errorQueue, msgID, error);
+      }
       await this.#finalConfirm('+ACK');
     });
+  }
+
+  /** No copy with the failure headers fits: the message as it arrived goes to the error queue, with the copy's id when that fits too. */
+  async #deadLetterAsArrived(subject: string, errorQueue: string, msgID: string, tooLarge: MessageTooLargeError): Promise<void> {
+    const asArrived = encodeNatsHeaders(this.id, this.headers);
+    try {
+      await this.#owner.publish(subject, this.body, asArrived, msgID);
+      this.#owner.copyTooLarge('deadLetter', this.id, this.queue, tooLarge, `moved to ${errorQueue} as it arrived, without the failure headers`);
+    } catch (error) {
+      if (!(error instanceof MessageTooLargeError)) throw error;
+      await this.#owner.publish(subject, this.body, asArrived, undefined);
+      this.#owner.copyTooLarge('deadLetter', this.id, this.queue, tooLarge, `moved to ${errorQueue} as it arrived, without the failure headers and without a Nats-Msg-Id`);
+    }
   }
 
   /** Gives the message back: the server offers it again at once, one delivery more. */
@@ -188,6 +225,20 @@ export class JetStreamDelivery implements Delivery {
       (error) => error instanceof DeliveryGoneError,
     );
   }
+}
+
+/**
+ * The `Nats-Msg-Id` of the copy that `retryLater` (`r`) or `deadLetter`
+ * (`e`) makes of the stream message `info` names: the message id, the
+ * kind, the stream and the sequence; not the delivery count, so every
+ * delivery of one stream message makes the same copy and the stream keeps
+ * the first one within its duplicate window: a message whose copy was
+ * stored but whose ack was lost (a cut connection, a late settlement) and
+ * that comes back to another consumer does not start a second line of
+ * retries.
+ */
+export function copyMsgId(id: string, kind: 'r' | 'e', info: AckInfo): string {
+  return `${id}|${kind}|${info.stream}|${info.streamSeq}`;
 }
 
 /**

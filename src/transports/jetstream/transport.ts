@@ -105,10 +105,6 @@ export class JetStreamTransport implements Transport {
     const { id, body, headers } = checkMessage(message);
     const delayMs = sendDelay('send', message.delayMs, MAX_HELD_DELAY_MS);
     const hdrs = encodeNatsHeaders(id, headers, delayMs > 0 ? { [DELAY_HEADER]: String(delayMs) } : undefined);
-    const { nc } = await this.ready();
-    const size = body.byteLength + headerBytes(hdrs);
-    const maxPayload = nc.info?.max_payload;
-    if (maxPayload !== undefined && size > maxPayload) throw new MessageTooLargeError(size, maxPayload);
     const topology = await this.topology();
     const names = await topology.queue(queue, 'work');
     if (delayMs > 0) {
@@ -208,18 +204,29 @@ export class JetStreamTransport implements Transport {
           }
         }),
       errorQueueSubject: async (errorQueue) => (await topology.queue(errorQueue, 'error')).subject,
+      copyTooLarge: (operation, id, queue, error, instead) => {
+        this.#options.logger?.error(
+          { messageId: id, queue, operation, bytes: error.bytes, maxPayload: error.maxPayload },
+          `jetstream: the ${operation} copy of message '${id}' on ${queue} would take ${error.bytes} bytes, over the server's max_payload (${error.maxPayload}), even without its failure history and stack; ${instead}`,
+        );
+      },
     };
   }
 
   /**
-   * Publishes and waits for the stream to store the message. When no
+   * Publishes and waits for the stream to store the message; one larger
+   * than the server's `max_payload` (body, headers and `Nats-Msg-Id`)
+   * rejects with a {@link MessageTooLargeError}, nothing sent. When no
    * stream answers (it was deleted, or has no leader for now), `remake`
    * makes it again or waits for its leader, and the publish is tried once
    * more with the same id.
    */
-  async #publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string, remake: () => Promise<void>): Promise<void> {
-    const { js } = await this.ready();
-    const options = { headers, msgID, timeout: this.#options.apiTimeoutMs };
+  async #publish(subject: string, body: Uint8Array, headers: MsgHdrs, msgID: string | undefined, remake: () => Promise<void>): Promise<void> {
+    const { nc, js } = await this.ready();
+    const size = body.byteLength + headerBytes(headers) + (msgID === undefined ? 0 : msgIdHeaderBytes(msgID));
+    const maxPayload = nc.info?.max_payload;
+    if (maxPayload !== undefined && size > maxPayload) throw new MessageTooLargeError(size, maxPayload);
+    const options = { headers, ...(msgID === undefined ? {} : { msgID }), timeout: this.#options.apiTimeoutMs };
     try {
       await js.publish(subject, body, options);
     } catch (error) {
@@ -240,6 +247,11 @@ export class JetStreamTransport implements Transport {
 function sendMsgId(id: string, headers: Readonly<Record<string, string>>): string {
   const replay = Object.prototype.hasOwnProperty.call(headers, HEADER.replayCount) ? headers[HEADER.replayCount] : undefined;
   return replay === undefined ? id : `${id}|replay|${replay}`;
+}
+
+/** The bytes a `Nats-Msg-Id` header adds to a message. */
+function msgIdHeaderBytes(msgID: string): number {
+  return 'Nats-Msg-Id'.length + Buffer.byteLength(msgID) + 4;
 }
 
 /** Whether a publish found no stream to answer: deleted, or without a leader during an election. */

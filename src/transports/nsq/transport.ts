@@ -194,10 +194,9 @@ export class NsqTransport implements Transport {
           checkName(errorQueue, 'topic', 'deadLetter: errorQueue');
           // The error store and the operations read error topics through a channel of their own: it must hold every entry.
           // The consumer channel is not made there: a channel nobody reads would keep a copy of every entry for good.
-          const nodes = await this.#nodes.known();
-          const errorChannel = this.#operations.errorChannel;
-          await Promise.all(nodes.map((n) => n.ensureChannel(errorQueue, errorChannel)));
-          await this.#publishCopy(this.#nodes.node(via), queue, errorQueue, id, body, headers, 0, errorChannel);
+          // The copy's node gets that channel before the copy (see #publish); no other node nor nsqlookupd is asked: one that
+          // does not answer (cut off, killed) would hold the dead-letter past its lease or fail it.
+          await this.#publishCopy(this.#nodes.node(via), queue, errorQueue, id, body, headers, 0, this.#operations.errorChannel);
         },
         deadLetterAsArrived: async (errorQueue, bytes, via) => {
           const node = this.#nodes.node(via);

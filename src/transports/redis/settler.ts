@@ -131,9 +131,11 @@ export class Settler {
     }
     try {
       const acksOnly = batch.every((p) => p.op.kind === 'a');
-      const mark = acksOnly ? undefined : replicaMark(this.scripts.client, this.#keys.stream, this.replicaWait);
+      // Only a call that wrote a copy waits, and only when replicas are asked for.
+      const waits = !acksOnly && this.replicaWait.replicas > 0;
+      const mark = waits ? replicaMark(this.scripts.client, this.#keys.stream, this.replicaWait) : undefined;
       const reply = (await this.scripts.run(acksOnly ? SETTLE_ACKS : SETTLE, keys, args)) as unknown[];
-      const behind = acksOnly ? undefined : await this.#waitForReplicas(batch.length, mark);
+      const behind = waits ? await this.#waitForReplicas(batch.length, mark) : undefined;
       batch.forEach((p, i) => {
         const result = reply[i];
         if (behind !== undefined && p.op.kind !== 'a') p.reject(behind);

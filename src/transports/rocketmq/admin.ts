@@ -185,6 +185,7 @@ export class RocketMqAdmin {
     let pointed = 0;
     for (const broker of (await this.route(topic)) ?? []) {
       const config = await this.config(broker, topic);
+      let groupFound = false;
       for (let queueId = 0; queueId < (config?.readQueueNums ?? 0); queueId++) {
         const queue = { topic, queueId: String(queueId) };
         // Without setZeroIfNotFound=false the broker answers 0 for a group without an offset while the queue's first message looks fresh to it.
@@ -193,7 +194,8 @@ export class RocketMqAdmin {
           ok(consumed, `read the offset of consumer group ${group} on ${topic}`);
           continue;
         }
-        ok(await request(broker, REQUEST.getSubscriptionGroupConfig, { group }, this.timeoutMs), `find consumer group ${group}`);
+        if (!groupFound) ok(await request(broker, REQUEST.getSubscriptionGroupConfig, { group }, this.timeoutMs), `find consumer group ${group}`);
+        groupFound = true;
         const first = ok(await request(broker, REQUEST.getMinOffset, queue, this.timeoutMs), `read the first offset of ${topic}`).extFields['offset'] ?? '0';
         ok(await request(broker, REQUEST.updateConsumerOffset, { consumerGroup: group, ...queue, commitOffset: first }, this.timeoutMs), `point consumer group ${group} at the first message of ${topic}`);
         pointed++;

@@ -16,11 +16,14 @@
  * With `network`, the three nodes run in network namespaces of the suite's
  * own (see network/network.ts), the producer and the odd workers in a
  * client namespace `c1`, the even workers in `c2`, every client knowing
- * every node; the partition scenarios cut that network apart.
+ * every node; the partition scenarios cut that network apart. There the
+ * bare nats.js client runs beside redeliver (see
+ * {@link JetStreamFaultAdapter.bareScope}), its stream and consumer led by
+ * the node that leads redeliver's, so a cut meets both alike.
  */
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import { AckPolicy, DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NATS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
@@ -31,9 +34,12 @@ import { isNotFound } from '../../../src/transports/jetstream/topology.js';
 import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
 import { Nemesis } from '../network/nemesis.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
+import { BARE_CONSUMER, bareNames } from '../children/jetstream-bare-client.js';
+import { WORKER_LEASE_MS } from '../context.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
@@ -48,18 +54,9 @@ export interface JetStreamFaultAdapterOptions {
   readonly network?: boolean;
 }
 
-/** The network's client members: the producer and odd workers in the first, even workers in the second. */
-const CLIENT_MEMBERS = ['c1', 'c2'] as const;
-
 const SINGLE_NODE_SKIPS: Record<string, string> = {
   'cluster-leader-kill': 'needs the three-node cluster adapter',
 };
-
-/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
-function clientMemberOf(role: string): string {
-  const worker = /^worker-(\d+)$/.exec(role);
-  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
-}
 
 /** The node the cluster's clients connect to; the leader kill never picks it. */
 const CLIENT_NODE = 1;
@@ -72,6 +69,12 @@ const NS_PER_MS = 1_000_000;
 /** The JetStream adapter, on servers of its own. */
 export class JetStreamFaultAdapter implements FaultAdapter {
   readonly transport: string;
+  /**
+   * On the namespaced cluster, 60 s with nothing handled is a stuck run
+   * (its retries wait 1 and 2 s, its leases 2 s); elsewhere the run's
+   * default.
+   */
+  readonly stallMs: number | undefined;
   readonly #nodes: number;
   readonly #log: (line: string) => void;
   readonly #networked: boolean;
@@ -81,6 +84,8 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   #harness?: { nc: NatsConnection; jsm: JetStreamManager };
   /** The names of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
   readonly #queues = new Map<string, QueueNames>();
+  /** The stream of each live bare scope, by the label of the scope it runs beside. */
+  readonly #bareStreams = new Map<string, string>();
   /** Each live scope's proxy, by label (one server only). */
   readonly #proxies = new Map<string, TcpProxy>();
 
@@ -89,6 +94,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     this.#log = options.log ?? (() => undefined);
     this.#networked = options.network ?? false;
     if (this.#networked && this.#nodes !== 3) throw new Error('JetStreamFaultAdapter: network needs nodes: 3');
+    this.stallMs = this.#networked ? 60_000 : undefined;
     this.transport = this.#nodes === 1 ? 'jetstream' : this.#networked ? `jetstream-${this.#nodes}-netns` : `jetstream-${this.#nodes}-node`;
   }
 
@@ -151,6 +157,14 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     let consumer = await cluster.consumerLeader(stream, QUEUE_CONSUMER);
     for (let i = 0; consumer !== leader && i < ROLE_STEP_DOWNS; i++) consumer = await cluster.stepDownConsumer(stream, QUEUE_CONSUMER);
     this.#log(`${stream}: stream leader node ${leader}, consumer leader node ${consumer}`);
+    const bare = this.#bareStreams.get(scope.label);
+    if (bare) {
+      let bareLeader = await cluster.streamLeader(bare);
+      for (let i = 0; bareLeader !== leader && i < ROLE_STEP_DOWNS; i++) bareLeader = await cluster.stepDownStream(bare);
+      let bareConsumer = await cluster.consumerLeader(bare, BARE_CONSUMER);
+      for (let i = 0; bareConsumer !== leader && i < ROLE_STEP_DOWNS; i++) bareConsumer = await cluster.stepDownConsumer(bare, BARE_CONSUMER);
+      this.#log(`${bare} (bare client): stream leader node ${bareLeader}, consumer leader node ${bareConsumer}`);
+    }
     return { leader: `n${leader}`, followers: cluster.nodes.filter((n) => n !== leader).map((n) => `n${n}`), clients: CLIENT_MEMBERS };
   }
 
@@ -209,6 +223,53 @@ export class JetStreamFaultAdapter implements FaultAdapter {
         await deleteJetStreamPrefix(label, direct);
         // The servers' logs so far, beside the scenario's evidence.
         for (const node of this.cluster.nodes) copyFileSync(this.cluster.logPath(node), join(dir, `nats-n${node}.log`));
+      },
+    };
+  }
+
+  /**
+   * On the namespaced cluster, for every partition scenario: a scope for the
+   * bare nats.js client (children/jetstream-bare-*.ts), with a work-queue
+   * stream of three replicas and a durable pull consumer whose `ack_wait`
+   * is the workers' lease, and an error stream, made here. Its processes
+   * run where redeliver's of the same role do.
+   */
+  async bareScope(scenario: string, label: string): Promise<Scope | undefined> {
+    const network = this.#network;
+    if (!network || !scenario.startsWith('partition-')) return undefined;
+    const queue = label;
+    const errorQueue = `${label}-error`;
+    const jsm = this.#jsm;
+    for (const name of [queue, errorQueue]) {
+      const { stream, subject } = bareNames(name);
+      await jsm.streams.add({
+        name: stream,
+        subjects: [subject],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        num_replicas: 3,
+        duplicate_window: JETSTREAM_DEFAULTS.duplicateWindowMs * NS_PER_MS,
+      });
+    }
+    const { stream } = bareNames(queue);
+    await jsm.consumers.add(stream, { durable_name: BARE_CONSUMER, ack_policy: AckPolicy.Explicit, ack_wait: WORKER_LEASE_MS * NS_PER_MS, max_deliver: -1 });
+    this.#bareStreams.set(label.replace(/-bare$/, ''), stream);
+    const servers = this.cluster.nodes.map((node) => this.cluster.url(node));
+    return {
+      label,
+      queue,
+      errorQueue,
+      place: (role, argv) => network.command(clientMemberOf(role), argv),
+      cliTarget: this.cluster.url(CLIENT_NODE),
+      children: { worker: 'test/faults/children/jetstream-bare-worker.ts', producer: 'test/faults/children/jetstream-bare-producer.ts' },
+      spec: (role) => ({ kind: 'jetstream', servers, connectionName: `${label}-${role}`, prefix: label, replicas: 3 }),
+      errorCount: () => this.#messages(bareNames(errorQueue).stream),
+      delayedCount: async () => (await jsm.consumers.info(stream, BARE_CONSUMER)).num_ack_pending,
+      errorIds: () => this.#bodies(bareNames(errorQueue).stream),
+      pendingIds: () => this.#bodies(stream),
+      cleanup: async () => {
+        this.#bareStreams.delete(label.replace(/-bare$/, ''));
+        for (const name of [queue, errorQueue]) await jsm.streams.delete(bareNames(name).stream).catch(() => undefined);
       },
     };
   }
@@ -305,6 +366,13 @@ export class JetStreamFaultAdapter implements FaultAdapter {
         throw error;
       },
     );
+  }
+
+  /** The bodies (the bare client's message ids) of every message of `stream`, read without removing them. */
+  async #bodies(stream: string): Promise<string[]> {
+    const { subject } = bareNames(stream);
+    const messages = await readStream(readerFor(this.#jsm, undefined), stream, subject, { from: 1, limit: Number.MAX_SAFE_INTEGER });
+    return messages.map((message) => message.string());
   }
 
   /** The message ids of every message of `stream` on `subject`, read without removing them; none when the stream does not exist. */

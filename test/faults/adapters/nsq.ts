@@ -15,16 +15,32 @@
  * Depths are read off nsqd's `/stats`; error-queue ids are ingested into an
  * error store through the transport, as on every transport; pending ids are
  * read off the channel with a reader of the adapter's own.
+ *
+ * With `network` (transport `nsq-netns`), nsqd 1 and 2 run in network
+ * namespaces `n1` and `n2` of the suite's own (see network/network.ts),
+ * nsqlookupd in `n3`, the producer and the odd workers in a client
+ * namespace `c1`, the even workers in `c2`; the partition scenarios cut
+ * that network apart. Workers find both nsqd through nsqlookupd; the
+ * producer is given both nsqd and sends to them in turn, so a send that
+ * fails on a cut nsqd is tried again (by the Producer's retries) on the
+ * other. nsqd nodes share nothing: the partition's "leader" is the nsqd
+ * holding more of the scope's work when it starts, its "followers" the other
+ * nsqd and nsqlookupd.
  */
+import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nsq from 'nsqjs';
 import { decodeEnvelope } from '../../../src/transports/nsq/envelope.js';
 import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js';
 import { NsqNodes } from '../../support/nsq-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
+import { Nemesis } from '../network/nemesis.js';
+import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Scope, ScopeOptions } from './types.js';
+import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
 
 /** Options of {@link NsqFaultAdapter}. */
 export interface NsqFaultAdapterOptions {
@@ -34,7 +50,13 @@ export interface NsqFaultAdapterOptions {
   readonly basePort?: number;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
+  /** nsqd, nsqlookupd and the clients in network namespaces of the suite's own, for the partition scenarios (transport `nsq-netns`). Default false. */
+  readonly network?: boolean;
 }
+
+/** The network's nsqd and nsqlookupd members (the clients' are CLIENT_MEMBERS). */
+const NSQD_MEMBERS = ['n1', 'n2'] as const;
+const LOOKUPD_MEMBER = 'n3';
 
 /** The channel the transport's consumers read through (its default), and the bare client's. */
 const CHANNEL = 'redeliver';
@@ -74,6 +96,9 @@ export class NsqFaultAdapter implements FaultAdapter {
   readonly #memQueueSize: number | undefined;
   readonly #basePort: number;
   readonly #log: (line: string) => void;
+  readonly #networked: boolean;
+  #network?: FaultNetwork;
+  #nemesis?: Nemesis;
   #nodes?: NsqNodes;
   /** Each live scope's proxy, by label (single-node scopes). */
   readonly #proxies = new Map<string, TcpProxy>();
@@ -82,10 +107,13 @@ export class NsqFaultAdapter implements FaultAdapter {
     this.#memQueueSize = options.memQueueSize;
     this.#basePort = options.basePort ?? (options.memQueueSize === 0 ? 4260 : 4250);
     this.#log = options.log ?? (() => undefined);
-    this.transport = options.memQueueSize === undefined ? 'nsq' : `nsq-mem${options.memQueueSize}`;
+    this.#networked = options.network ?? false;
+    if (this.#networked && options.memQueueSize !== undefined) throw new Error('NsqFaultAdapter: network runs on nsqd defaults, without memQueueSize');
+    this.transport = this.#networked ? 'nsq-netns' : options.memQueueSize === undefined ? 'nsq' : `nsq-mem${options.memQueueSize}`;
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#networked) return scenario.startsWith('partition-') ? undefined : 'the namespaced nodes run the partition scenarios only';
     if (this.#memQueueSize !== undefined && scenario !== 'broker-kill') return `the --mem-queue-size=${this.#memQueueSize} variant runs the broker kill only`;
     return SKIPS[scenario];
   }
@@ -96,13 +124,47 @@ export class NsqFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
-    this.#nodes = await NsqNodes.start({ basePort: this.#basePort, nodes: 2, memQueueSize: this.#memQueueSize, log: this.#log });
+    if (this.#networked) {
+      const swept = sweepNetworks();
+      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
+      const network = (this.#network = FaultNetwork.create([...NSQD_MEMBERS, LOOKUPD_MEMBER, ...CLIENT_MEMBERS]));
+      this.#nemesis = new Nemesis(network, this.#log);
+      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+    }
+    const network = this.#network;
+    const placement =
+      network &&
+      ((node: 'lookupd' | number) => {
+        const member = node === 'lookupd' ? LOOKUPD_MEMBER : `n${node}`;
+        return { host: network.member(member).address, command: (argv: readonly string[]) => network.command(member, argv) };
+      });
+    this.#nodes = await NsqNodes.start({ basePort: this.#basePort, nodes: 2, memQueueSize: this.#memQueueSize, log: this.#log, placement });
   }
 
   async stop(): Promise<void> {
     for (const proxy of this.#proxies.values()) await proxy.close();
     this.#proxies.clear();
+    this.#nemesis?.heal();
     await this.#nodes?.stop();
+    this.#network?.destroy();
+  }
+
+  get partitions(): Partitionable | undefined {
+    const nemesis = this.#nemesis;
+    if (!nemesis) return undefined;
+    return { nemesis, roles: (scope) => this.#roles(scope) };
+  }
+
+  /**
+   * The nsqd holding more of the scope's work now (messages ready, in flight
+   * and deferred on the work topic's channel; nsqd 1 on a tie) as the
+   * leader; the other nsqd and nsqlookupd as followers.
+   */
+  async #roles(scope: Scope): Promise<PartitionRoles> {
+    const held = await Promise.all(this.nodes.nodes.map((node) => this.#total([node], scope.queue, CHANNEL)));
+    const leader = held[1]! > held[0]! ? 2 : 1;
+    this.#log(`${scope.queue}: nsqd 1 holds ${held[0]}, nsqd 2 holds ${held[1]}; leader n${leader}`);
+    return { leader: `n${leader}`, followers: [`n${3 - leader}`, LOOKUPD_MEMBER], clients: CLIENT_MEMBERS };
   }
 
   async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
@@ -111,7 +173,13 @@ export class NsqFaultAdapter implements FaultAdapter {
     const errorQueue = `${label}.error`;
     const direct = (node: number) => ({ [nodes.tcpAddress(node)]: nodes.httpAddress(node) });
     let spec: (role: string, node?: number) => TransportSpec;
-    if (options.discovery) {
+    if (this.#networked) {
+      // Workers find both nsqd through nsqlookupd; the producer sends to both in turn.
+      spec = (role) => {
+        const base = { kind: 'nsq', connectionName: `${label}-${role}`, httpAddresses: { ...direct(1), ...direct(2) } } as const;
+        return role.startsWith('worker') ? { ...base, nsqd: [], lookupd: [nodes.lookupdHttpAddress] } : { ...base, nsqd: [nodes.tcpAddress(1), nodes.tcpAddress(2)] };
+      };
+    } else if (options.discovery) {
       // Workers find both nsqd through nsqlookupd; each producer sends to the node it is given.
       spec = (role, node = 1) => {
         const base = { kind: 'nsq', connectionName: `${label}-${role}`, httpAddresses: { ...direct(1), ...direct(2) } } as const;
@@ -123,7 +191,7 @@ export class NsqFaultAdapter implements FaultAdapter {
       const address = `127.0.0.1:${proxy.port}`;
       spec = (role) => ({ kind: 'nsq', nsqd: [address], httpAddresses: { [address]: nodes.httpAddress(1) }, connectionName: `${label}-${role}` });
     }
-    const nodeList = options.discovery ? [1, 2] : [1];
+    const nodeList = options.discovery || this.#networked ? [1, 2] : [1];
     // The harness's own transport, to ingest the error queue from every node of the scope: connected to nsqd itself, so no cut reaches it.
     const harness = openSpec({
       kind: 'nsq',
@@ -131,10 +199,12 @@ export class NsqFaultAdapter implements FaultAdapter {
       httpAddresses: Object.assign({}, ...nodeList.map(direct)) as Record<string, string>,
       connectionName: `${label}-harness`,
     });
+    const network = this.#network;
     return {
       label,
       queue,
       errorQueue,
+      place: network && ((role, argv) => network.command(clientMemberOf(role), argv)),
       cliTarget: `nsq://${nodes.tcpAddress(1)}`,
       spec,
       errorCount: () => this.#total(nodeList, errorQueue, DEFAULT_ERROR_CHANNEL),
@@ -146,6 +216,8 @@ export class NsqFaultAdapter implements FaultAdapter {
         this.#proxies.delete(label);
         await harness.close();
         for (const node of nodeList) await this.#deleteTopics(node, [queue, errorQueue]);
+        // The nodes' logs so far, beside the scenario's evidence.
+        if (this.#networked) for (const name of ['nsqlookupd', 'nsqd1', 'nsqd2']) copyFileSync(join(nodes.baseDir, `${name}.log`), join(dir, `${name}.log`));
       },
     };
   }

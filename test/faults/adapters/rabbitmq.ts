@@ -25,6 +25,7 @@ import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { Nemesis } from '../network/nemesis.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
@@ -40,15 +41,6 @@ export interface RabbitMqFaultAdapterOptions {
   readonly log?: (line: string) => void;
   /** Nodes and clients in network namespaces of the suite's own, for the partition scenarios (three nodes only). Default false. */
   readonly network?: boolean;
-}
-
-/** The network's client members: the producer and odd workers in the first, even workers in the second. */
-const CLIENT_MEMBERS = ['c1', 'c2'] as const;
-
-/** The client member a process of `role` runs in: the producers and odd workers in the first, even workers in the second. */
-function clientMemberOf(role: string): (typeof CLIENT_MEMBERS)[number] {
-  const worker = /^worker-(\d+)$/.exec(role);
-  return worker && Number(worker[1]) % 2 === 0 ? CLIENT_MEMBERS[1] : CLIENT_MEMBERS[0];
 }
 
 /**
@@ -184,7 +176,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       );
     }
     // On the network, the c1 clients (producers, odd workers) connect to one follower; the harness and c2 to the other.
-    const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === 'c1' ? this.#c1Node : this.#clientNode);
+    const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === CLIENT_MEMBERS[0] ? this.#c1Node : this.#clientNode);
     const spec = (role: string): TransportSpec => ({
       kind: 'rabbitmq',
       url: this.cluster.url(nodeOf(role)),

@@ -5,23 +5,33 @@
  * one primary, two replicas, three Sentinels, the processes finding the
  * primary through the Sentinels; `cluster`: a Redis Cluster of three
  * primaries with one replica each, the processes on a cluster url), run
- * with a given `waitReplicas`. Each
+ * with a given `waitReplicas`. With `network`, the `sentinel` set-up runs
+ * the partition scenarios instead: each data server in a network namespace
+ * of its own (`n1` to `n3`, see network/network.ts) with its Sentinel
+ * beside it, so a node's isolation isolates its Sentinel too, and the
+ * producer and workers in client namespaces `c1` and `c2`, finding the
+ * primary through the Sentinels. Each
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
  * transport under test; error-queue ids are ingested into an error store,
  * as on every transport.
  */
+import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REDIS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { GROUP, RedisKeys, type QueueKeys } from '../../../src/transports/redis/keys.js';
 import { RedisNode } from '../../support/redis-node.js';
-import { MASTER_NAME, RedisReplicaSet } from '../../support/redis-replica-set.js';
+import { MASTER_NAME, RedisReplicaSet, type ServerPlacement } from '../../support/redis-replica-set.js';
 import { RedisCluster } from '../../support/redis-cluster.js';
 import { until } from '../../support/own-servers.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
+import { Nemesis } from '../network/nemesis.js';
+import { FaultNetwork } from '../network/network.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Scope } from './types.js';
+import type { FaultAdapter, Partitionable, Scope } from './types.js';
 
 /** Options of {@link RedisFaultAdapter}. */
 export interface RedisFaultAdapterOptions {
@@ -41,7 +51,20 @@ export interface FailoverSetup {
    * ports from there to 7299 (bus ports 10000 higher).
    */
   readonly basePort: number;
+  /**
+   * `sentinel` only: the servers and the scenario's processes in network
+   * namespaces of the suite's own, for the partition scenarios (and no
+   * other). Needs root. Default false.
+   */
+  readonly network?: boolean;
+  /** `sentinel` only: `min-replicas-to-write` and `min-replicas-max-lag` on every data server (see RedisReplicaSetOptions). Default none. */
+  readonly minReplicasToWrite?: { readonly replicas: number; readonly maxLagSeconds: number };
 }
+
+/** The set-up's data servers' network members, in the order of its ports (the first primary at the start). */
+const NODE_MEMBERS = ['n1', 'n2', 'n3'] as const;
+/** How long the drain waits without progress on the namespaced set-up (see {@link RedisFaultAdapter.stallMs}). */
+const NETWORK_STALL_MS = 20_000;
 
 const SKIPS: Record<string, string> = {
   'error-queue-full':
@@ -66,6 +89,12 @@ export class RedisFaultAdapter implements FaultAdapter {
   readonly transport: string;
   /** The set-up and `waitReplicas` of a failover adapter, reported on each of its rows. */
   readonly failoverSetup?: { readonly setup: string; readonly waitReplicas: number };
+  /**
+   * On the namespaced set-up, 20 s: a partition that loses writes (with
+   * `waitReplicas` 0) leaves them unhandled for good, and a lease reclaims
+   * a cut-off worker's messages in seconds.
+   */
+  readonly stallMs?: number;
   #node?: RedisNode;
   #set?: RedisReplicaSet;
   #cluster?: RedisCluster;
@@ -75,16 +104,23 @@ export class RedisFaultAdapter implements FaultAdapter {
   readonly #log: (line: string) => void;
   /** The keys of every queue of a live scope, by queue name (queue names are unique: they carry the scope's label). */
   readonly #queues = new Map<string, QueueKeys>();
+  #network?: FaultNetwork;
+  #nemesis?: Nemesis;
 
   constructor(options: RedisFaultAdapterOptions = {}) {
     this.#log = options.log ?? (() => undefined);
     this.#failover = options.failover;
     const failover = options.failover;
-    this.transport = failover ? `redis-${failover.setup}-w${failover.waitReplicas}` : 'redis';
-    if (failover) this.failoverSetup = { setup: failover.setup, waitReplicas: failover.waitReplicas };
+    if (failover?.network && failover.setup !== 'sentinel') throw new Error('RedisFaultAdapter: network needs the sentinel set-up');
+    const variant = failover ? `${failover.network ? '-netns' : ''}${failover.minReplicasToWrite ? `-min${failover.minReplicasToWrite.replicas}` : ''}` : '';
+    this.transport = failover ? `redis-${failover.setup}${variant}-w${failover.waitReplicas}` : 'redis';
+    const setup = failover && `${failover.setup}${variant}`;
+    if (failover) this.failoverSetup = { setup: setup!, waitReplicas: failover.waitReplicas };
+    if (failover?.network) this.stallMs = NETWORK_STALL_MS;
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#failover?.network) return scenario.startsWith('partition-') ? undefined : 'the namespaced set-up runs the partition scenarios only';
     if (this.#failover) return scenario === 'failover' ? undefined : 'a set-up for the failover scenario only';
     return SKIPS[scenario];
   }
@@ -98,7 +134,15 @@ export class RedisFaultAdapter implements FaultAdapter {
     if (this.#failover?.setup === 'cluster') {
       this.#cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [this.#failover.basePort, 7299], log: this.#log });
     } else if (this.#failover) {
-      this.#set = await RedisReplicaSet.start({ basePort: this.#failover.basePort, replicas: 2, sentinels: 3, log: this.#log });
+      let placement: ((index: number) => ServerPlacement) | undefined;
+      if (this.#failover.network) {
+        const network = (this.#network = FaultNetwork.create([...NODE_MEMBERS, ...CLIENT_MEMBERS]));
+        this.#nemesis = new Nemesis(network, this.#log);
+        this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+        placement = (index) => ({ host: network.member(NODE_MEMBERS[index]!).address, command: (argv) => network.command(NODE_MEMBERS[index]!, argv) });
+      }
+      const { basePort, minReplicasToWrite } = this.#failover;
+      this.#set = await RedisReplicaSet.start({ basePort, replicas: 2, sentinels: 3, placement, minReplicasToWrite, log: this.#log });
       this.#primary = await this.#set.primaryPort();
     } else {
       this.#node = await RedisNode.start({ log: this.#log });
@@ -109,12 +153,30 @@ export class RedisFaultAdapter implements FaultAdapter {
     // The servers' processes are unref'd: a timer keeps the event loop alive while their exits are awaited.
     const alive = setInterval(() => undefined, 1_000);
     try {
+      this.#nemesis?.heal();
       await this.#node?.stop();
       await this.#set?.stop();
       await this.#cluster?.stop();
+      this.#network?.destroy();
     } finally {
       clearInterval(alive);
     }
+  }
+
+  get partitions(): Partitionable | undefined {
+    const nemesis = this.#nemesis;
+    if (!nemesis) return undefined;
+    return { nemesis, roles: () => this.#roles() };
+  }
+
+  /** The node of the primary the Sentinels name now (the leader), the other data nodes, and the client members. */
+  async #roles(): Promise<PartitionRoles> {
+    const set = this.#set!;
+    this.#primary = await set.primaryPort();
+    const nodeOf = (port: number) => NODE_MEMBERS[set.dataPorts.indexOf(port)]!;
+    const leader = nodeOf(this.#primary);
+    this.#log(`primary ${this.#primary} on ${leader}`);
+    return { leader, followers: set.dataPorts.filter((port) => port !== this.#primary).map(nodeOf), clients: CLIENT_MEMBERS };
   }
 
   /**
@@ -155,6 +217,8 @@ export class RedisFaultAdapter implements FaultAdapter {
   /** One command to the server, or to the set-up's primary (on a cluster, the one serving `key`'s slot). */
   async #command(key: string, ...args: (string | number)[]): Promise<unknown> {
     if (this.#cluster) return this.#cluster.command(await this.#cluster.primaryOf(key), ...args);
+    // Partitions fail over behind the harness's back: the primary is asked for each time.
+    if (this.#network) this.#primary = await this.#set!.primaryPort();
     return this.#set ? this.#set.command(this.#primary, ...args) : this.node.command(...args);
   }
 
@@ -177,10 +241,12 @@ export class RedisFaultAdapter implements FaultAdapter {
     const sentinels = set && { sentinels: set.sentinels, sentinelName: MASTER_NAME };
     const spec = (role: string): TransportSpec => ({ kind: 'redis', url, connectionName: `${label}-${role}`, keyPrefix: label, waitReplicas, ...sentinels });
     const harness = openSpec(spec('harness'));
+    const network = this.#network;
     return {
       label,
       queue,
       errorQueue,
+      place: network && ((role, argv) => network.command(clientMemberOf(role), argv)),
       // On a set-up with replicas, the primary at the scope's start: the CLI takes one server.
       cliTarget: url,
       cliEnv: { [REDIS_PREFIX_ENV]: label },
@@ -194,6 +260,8 @@ export class RedisFaultAdapter implements FaultAdapter {
         this.#queues.delete(errorQueue);
         await harness.close();
         await this.#deletePrefix(label);
+        // The servers' logs so far, beside the scenario's evidence.
+        if (network) for (const log of set!.logs()) copyFileSync(log.path, join(dir, log.name));
       },
     };
   }

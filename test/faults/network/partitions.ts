@@ -21,6 +21,8 @@ export const PARTITION_KINDS = [
   'split-clients-minority',
   /** The leader's link slow and lossy, and cut and healed again and again. */
   'flapping-leader',
+  /** The first client member (worker-1's) cut off from every node, both ways: long enough, its leases run out and its messages go to the other workers. */
+  'client-past-lease',
 ] as const;
 
 export type PartitionKind = (typeof PARTITION_KINDS)[number];
@@ -85,6 +87,12 @@ export async function runPartition(nemesis: Nemesis, step: PartitionStep, roles:
           await sleep(Math.min(200 + random() * 1_000, Math.max(0, until - Date.now())));
         }
         return `leader ${leader}'s link slow and lossy for ${step.cutMs} ms, cut and healed ${flaps} times`;
+      }
+      case 'client-past-lease': {
+        const client = clients[0]!;
+        nemesis.cut([client], [leader, ...followers]);
+        await sleep(step.cutMs);
+        return `client member ${client} cut from every node both ways for ${step.cutMs} ms`;
       }
     }
   } finally {

@@ -1,0 +1,73 @@
+/**
+ * The Redis set-up the partition scenarios cut apart: a primary, two
+ * replicas and three Sentinels, each data server in a network namespace of
+ * its own with its Sentinel beside it. A partition scenario's figures mean
+ * something only if the leader it isolates is the primary, the isolation
+ * takes that node's Sentinel with it, the majority's Sentinels promote a
+ * replica, and the harness reads the new primary, not the old one.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../support/own-servers.js';
+import { RedisFaultAdapter } from './adapters/redis.js';
+import { networkUnavailableReason } from './network/ip.js';
+import { openSpec } from './transport-spec.js';
+
+const unavailable = networkUnavailableReason();
+
+describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namespaces', () => {
+  const adapter = new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 } });
+  const dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-netns-'));
+
+  beforeAll(async () => {
+    await adapter.start();
+  }, 90_000);
+
+  afterAll(async () => {
+    await adapter.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+
+  it('names the primary as the leader; isolating it promotes a replica the harness then reads, and the old primary rejoins as a replica', async () => {
+    expect(adapter.transport).toBe('redis-sentinel-netns-w1');
+    expect(adapter.skipReason('partition-isolate-leader')).toBeUndefined();
+    expect(adapter.skipReason('failover')).toBeDefined();
+    const scope = await adapter.scope(`t${randomUUID().slice(0, 8)}`, dir);
+    const { nemesis, roles } = adapter.partitions!;
+    const before = await roles(scope);
+    expect(before).toEqual({ leader: 'n1', followers: ['n2', 'n3'], clients: ['c1', 'c2'] });
+    expect(scope.place!('worker-2', ['node'])).toEqual(nemesis.network.command('c2', ['node']));
+
+    // Sent through the Sentinels with waitReplicas 1: on a replica before the send resolves.
+    const producer = openSpec(scope.spec('producer'));
+    try {
+      await producer.send(scope.queue, { id: 'm-1', body: new Uint8Array([1]), headers: {} });
+    } finally {
+      await producer.close();
+    }
+
+    nemesis.isolate(before.leader);
+    try {
+      let leader = before.leader;
+      await until('the Sentinels of n2 and n3 to promote a replica', 60_000, async () => (leader = (await roles(scope)).leader) !== before.leader, 200);
+      expect(before.followers).toContain(leader);
+      // The new primary holds the confirmed send.
+      expect(await scope.pendingIds()).toEqual(['m-1']);
+    } finally {
+      nemesis.heal();
+    }
+    // Back, the old primary is told to follow the new one.
+    const old = new Redis({ host: nemesis.network.member('n1').address, port: 7220, maxRetriesPerRequest: 1 });
+    old.on('error', () => undefined);
+    try {
+      await until('n1 to rejoin as a replica', 60_000, async () => ((await old.call('ROLE').catch(() => [])) as unknown[])[0] === 'slave', 500);
+    } finally {
+      old.disconnect();
+    }
+    await scope.cleanup();
+  }, 180_000);
+});
