@@ -9,7 +9,7 @@ import type { Transport } from '../../src/transport/types.js';
 import { NsqdHttpApi } from '../../src/transports/nsq/http-api.js';
 import { NsqTransport } from '../../src/transports/nsq/index.js';
 import { DEFAULT_ERROR_CHANNEL } from '../../src/transports/nsq/operations.js';
-import { deleteTopics, dieHolding, NSQD_HTTP, NSQD_TCP, nsqSkipReason, publishMany, scratchTopic } from '../transports/nsq/operations-fixtures.js';
+import { deleteTopics, dieHolding, NSQD_HTTP, NSQD_TCP, nsqSkipReason, publishMany, scratchTopic, untilDepth } from '../transports/nsq/operations-fixtures.js';
 import { cli, drain, fillErrorQueue, tempFolder, waitFor } from './support.js';
 
 const skip = await nsqSkipReason();
@@ -145,6 +145,7 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on NSQ', () => {
       for (let at = 0; at < total; at += 1_000) {
         await publishMany(http, errorQueue, Array.from({ length: Math.min(1_000, total - at) }, (_, i) => `plain message ${at + i}`));
       }
+      await untilDepth(http, errorQueue, DEFAULT_ERROR_CHANNEL, total);
       // Browsing refuses a queue this large in one pass; ingesting moves it in batches.
       const list = await cli(['errors', 'list', target, '--error-queue', errorQueue]);
       expect(list.code).toBe(1);
@@ -167,6 +168,7 @@ describe.skipIf(Boolean(skip))('redeliver errors and stats on NSQ', () => {
     try {
       await http.createChannel(errorQueue, DEFAULT_ERROR_CHANNEL);
       await publishMany(http, errorQueue, ['first 1', 'first 2', 'first 3']);
+      await untilDepth(http, errorQueue, DEFAULT_ERROR_CHANNEL, 3);
       const running = cli(['errors', 'ingest', target, '--store', folder.path('errors.db'), '--error-queue', errorQueue, '--json'], { signal: stop.signal });
       const empty = async () => {
         const stats = await http.channelStats(errorQueue, DEFAULT_ERROR_CHANNEL);

@@ -2,8 +2,8 @@
  * Fixtures of the NSQ operations tests (the transport's, the CLI's and the
  * dashboard's): the nsqd and nsqlookupd they run against, a skip reason
  * when nsqd is not up, topic names with a run token so each test owns what
- * it creates, plain messages published in bulk, and a reader that dies
- * holding messages.
+ * it creates, plain messages published in bulk, a wait for a channel's
+ * depth, and a reader that dies holding messages.
  */
 import { randomBytes } from 'node:crypto';
 import { Socket } from 'node:net';
@@ -37,6 +37,26 @@ export async function deleteTopics(api: NsqdHttpApi, topics: Iterable<string>): 
 export async function publishMany(api: NsqdHttpApi, topic: string, bodies: readonly string[]): Promise<void> {
   const answer = await fetch(`http://${api.address}/mpub?topic=${encodeURIComponent(topic)}`, { method: 'POST', body: bodies.join('\n') });
   if (!answer.ok) throw new Error(`POST /mpub answered ${answer.status}: ${await answer.text()}`);
+}
+
+/**
+ * Waits until `topic`/`channel` holds `depth` ready messages (and, when
+ * given, `deferred` deferred ones). nsqd answers a publish once the topic
+ * has the message and copies it to each channel in its own goroutine
+ * afterwards, so counts read right after a publish may not include it yet.
+ * Throws with the counts last seen after `timeoutMs`.
+ */
+export async function untilDepth(api: NsqdHttpApi, topic: string, channel: string, depth: number, deferred?: number, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const seen = await api.channelStats(topic, channel);
+    if (seen?.depth === depth && (deferred === undefined || seen.deferred_count === deferred)) return;
+    if (Date.now() > deadline) {
+      const counts = seen ? `depth ${seen.depth}, deferred ${seen.deferred_count}` : 'no channel';
+      throw new Error(`${topic}/${channel} holds ${counts}, not depth ${depth}${deferred === undefined ? '' : `, deferred ${deferred}`}, after ${timeoutMs} ms`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /**

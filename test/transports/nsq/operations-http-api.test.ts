@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NsqdHttpApi, NsqHttpError, NsqLookupdHttpApi, producerAddresses } from '../../../src/transports/nsq/http-api.js';
-import { deleteTopics, NSQD_HTTP, NSQD_TCP, NSQLOOKUPD_HTTP, nsqSkipReason, scratchTopic } from './operations-fixtures.js';
+import { deleteTopics, NSQD_HTTP, NSQD_TCP, NSQLOOKUPD_HTTP, nsqSkipReason, scratchTopic, untilDepth } from './operations-fixtures.js';
 
 const skip = await nsqSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
@@ -41,6 +41,7 @@ describe.skipIf(Boolean(skip))('nsqd HTTP API client', () => {
     await api.publish(t, text('one'));
     await api.publish(t, text('two'));
     await api.publish(t, text('later'), { deferMs: 60_000 });
+    await untilDepth(api, t, 'ops', 2, 1);
     const channel = await api.channelStats(t, 'ops');
     expect(channel).toMatchObject({ channel_name: 'ops', depth: 2, deferred_count: 1, in_flight_count: 0, clients: [] });
     expect(await api.channelStats(t, 'other')).toBeUndefined();
@@ -54,6 +55,8 @@ describe.skipIf(Boolean(skip))('nsqd HTTP API client', () => {
     await api.createChannel(t, 'a');
     await api.createChannel(t, 'b');
     await api.publish(t, text('x'));
+    await untilDepth(api, t, 'a', 1);
+    await untilDepth(api, t, 'b', 1);
     await api.emptyChannel(t, 'a');
     expect((await api.channelStats(t, 'a'))?.depth).toBe(0);
     expect((await api.channelStats(t, 'b'))?.depth).toBe(1);

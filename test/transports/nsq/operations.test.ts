@@ -11,7 +11,7 @@ import { FakeClock } from '../../../src/time/fake-clock.js';
 import { envelopeOf, errorEntryOf } from '../../../src/transports/nsq/error-entry.js';
 import { NsqdHttpApi } from '../../../src/transports/nsq/http-api.js';
 import { DEFAULT_ERROR_CHANNEL, NsqOperations } from '../../../src/transports/nsq/operations.js';
-import { deleteTopics, NSQD_HTTP, NSQD_TCP, nsqSkipReason, scratchTopic } from './operations-fixtures.js';
+import { deleteTopics, NSQD_HTTP, NSQD_TCP, nsqSkipReason, scratchTopic, untilDepth } from './operations-fixtures.js';
 
 const skip = await nsqSkipReason();
 const text = (s: string) => new TextEncoder().encode(s);
@@ -39,6 +39,7 @@ describe.skipIf(Boolean(skip))('NSQ error-queue operations', () => {
       const headers = { 'x-n': String(i), [HEADER.attempts]: '3', [HEADER.failureQueue]: queue, [HEADER.failureReason]: 'retries-exhausted', [HEADER.failureMessage]: `boom ${i}`, ...extra(i) };
       await api.publish(errorQueue, envelopeOf(`m-${i}`, headers, text(`body ${i}`)));
     }
+    await untilDepth(api, errorQueue, DEFAULT_ERROR_CHANNEL, count);
     return { queue, errorQueue };
   }
 
@@ -64,8 +65,7 @@ describe.skipIf(Boolean(skip))('NSQ error-queue operations', () => {
     const [first, second] = await ops.browse(errorQueue);
     expect(await ops.sendBack(errorQueue, first!.key)).toBe(queue);
     expect(await ops.sendBack(errorQueue, first!.key)).toBeUndefined();
-    const work = await api.channelStats(queue, 'redeliver');
-    expect(work?.depth).toBe(1);
+    await untilDepth(api, queue, 'redeliver', 1);
     expect(await ops.delete(errorQueue, second!.key)).toBe(true);
     expect(await ops.delete(errorQueue, second!.key)).toBe(false);
     expect((await ops.browse(errorQueue)).map((e) => e.messageId)).toEqual(['m-2']);
@@ -115,7 +115,7 @@ describe.skipIf(Boolean(skip))('NSQ error-queue operations', () => {
     const sent = await ops.sendBackEach(errorQueue, { select: (e) => Number(e.headers['x-n']) % 2 === 0, onResult: (r) => results.push(r) });
     expect(sent).toMatchObject({ read: 6, selected: 3, done: 3, refused: 0, failed: 0, unseen: 0, interrupted: false });
     expect(results.map((r) => r.outcome)).toEqual(['sent', 'sent', 'sent']);
-    expect((await api.channelStats(queue, 'redeliver'))?.depth).toBe(3);
+    await untilDepth(api, queue, 'redeliver', 3);
     const controller = new AbortController();
     const deleted = await ops.deleteEach(errorQueue, {
       select: () => true,
