@@ -52,6 +52,14 @@ export class TcpProxy {
     }
   }
 
+  /** Passes on again what the server sends, what was held first: the connection was slow, not broken. */
+  releaseReplies(): void {
+    for (const [client, upstream] of this.#pairs) {
+      upstream.pipe(client);
+      upstream.resume();
+    }
+  }
+
   /** Closes every connection passing through (both sides); resolves how many there were. */
   cut(): number {
     const count = this.#pairs.size;

@@ -82,12 +82,12 @@ export class JetStreamDelivery implements Delivery {
     readonly body: Uint8Array,
     readonly headers: Readonly<Headers>,
     ackWaitMs: number,
-    /** When the message arrived, on `owner.clock`'s monotonic clock. */
-    pulledAt: number,
+    /** When the pull request it came under was sent, on `owner.clock`'s monotonic clock: the earliest its lease can have started. */
+    requestSentAt: number,
   ) {
     this.#owner = owner;
     this.#ackWaitMs = ackWaitMs;
-    this.#leaseUntil = leaseEnd(pulledAt, ackWaitMs);
+    this.#leaseUntil = leaseEnd(requestSentAt, ackWaitMs);
     this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError('jetstream', names.queue, id) });
   }
 
@@ -168,6 +168,7 @@ export class JetStreamDelivery implements Delivery {
     checkLeaseExtension(ms);
     if (this.#leaseRanOut()) throw new DeliveryGoneError('jetstream', 'extendLease', this.id, this.queue, GONE);
     await this.#workingOn();
+    if (this.#leaseRanOut()) throw new DeliveryGoneError('jetstream', 'extendLease', this.id, this.queue, GONE);
     this.#keepAlive?.abort();
     this.#keepAlive = undefined;
     if (ms > this.#ackWaitMs) void this.#keepWorking(this.#owner.clock.monotonic() + ms);
@@ -185,9 +186,17 @@ export class JetStreamDelivery implements Delivery {
     return sent;
   }
 
+  /**
+   * Sends `+WPI`, and once the server confirms it, counts the lease from
+   * when it was sent. A confirmation that comes after the lease ran out on
+   * this side (held back in a cut connection) extends nothing: the server
+   * may have had it only after its own `ack_wait` ran out and the message
+   * went to another consumer.
+   */
   async #workingOn(): Promise<void> {
     const sentAt = this.#owner.clock.monotonic();
     await this.#owner.confirm(this.reply, '+WPI');
+    if (this.#leaseRanOut()) return;
     this.#leaseUntil = Math.max(this.#leaseUntil, leaseEnd(sentAt, this.#ackWaitMs));
   }
 
@@ -199,6 +208,7 @@ export class JetStreamDelivery implements Delivery {
       try {
         await clock.sleep(Math.max(1, Math.floor(this.#ackWaitMs / 2)), controller.signal);
         if (!this.#once.settled) await this.#workingOn();
+        if (this.#leaseRanOut()) return;
       } catch {
         return;
       }

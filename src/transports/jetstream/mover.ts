@@ -28,6 +28,7 @@ import { DELAY_HEADER, ID_HEADER } from './codec.js';
 import type { QueueNames } from './names.js';
 import { Puller } from './puller.js';
 import type { ServerClock } from './server-clock.js';
+import { DELAY_ACK_WAIT_MS } from './topology.js';
 
 /** Retries a mover reads ahead: each is settled at once, so this bounds only the work in flight. */
 export const MOVER_BATCH = 64;
@@ -75,6 +76,7 @@ export class DelayMover {
       consumer: options.names.delayConsumer,
       expiresMs: options.pullExpiresMs,
       heartbeatMs: options.heartbeatMs,
+      ackWaitMs: DELAY_ACK_WAIT_MS,
       clock: options.clock,
       logger: options.logger,
       owner: {

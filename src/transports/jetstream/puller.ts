@@ -1,13 +1,21 @@
 /**
  * Pull requests on one durable consumer, as many messages as the owner has
  * room for and no more. Each request asks for a batch, lives
- * `pullExpiresMs`, and makes the server send a heartbeat while it waits;
+ * `expiresMs`, and makes the server send a heartbeat while it waits;
  * when the server ends a request it says how many messages it did not
  * deliver. A request the server forgot (a restart, a new consumer leader, a
  * reconnection) shows as missing heartbeats: the puller then counts nothing
  * outstanding and the owner asks again. A message that still arrives for a
  * forgotten request is handed over all the same; the owner keeps it until it
  * has room.
+ *
+ * Each request has an inbox of its own, so every message tells which
+ * request it answers and the owner learns when that request was sent. The
+ * server starts a delivery's `ack_wait` when it sends the message, which is
+ * after it got the request: the send time is the earliest the lease can have
+ * started, whenever the message arrives. A message held back in a cut
+ * connection and arriving late is so seen as late; counted from its arrival,
+ * it would look fresh while the server has given it to another consumer.
  */
 import { createInbox, type Msg, type NatsConnection, type Subscription as NatsSubscription } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -22,8 +30,8 @@ export type PullEnd = 'expired' | 'consumer-deleted' | 'no-responders' | 'other'
 
 /** What a puller needs from its owner. */
 export interface PullOwner {
-  /** A message delivered under a pull request. */
-  onMessage(msg: Msg): void;
+  /** A message delivered under a pull request, with the monotonic time that request was sent. */
+  onMessage(msg: Msg, requestSentAt: number): void;
   /** Requests ended or were forgotten: the owner may ask for more. */
   onRoom(): void;
   /** The consumer or its stream is gone (deleted, or no server answers for it). */
@@ -50,16 +58,39 @@ export interface PullerOptions {
   readonly consumer: string;
   readonly expiresMs: number;
   readonly heartbeatMs: number;
+  /** The consumer's `ack_wait`: how long the inbox of a request the server never ended is read after the request expired. */
+  readonly ackWaitMs: number;
   readonly clock: Clock;
   readonly logger: Logger | undefined;
   readonly owner: PullOwner;
 }
 
+/**
+ * How long the requests of a consumer with `ackWaitMs` live and how often
+ * the server signals them: at most half the `ack_wait`, so a message's
+ * lease, counted from its request's send time, has at least half left when
+ * it comes, and heartbeats less than half of that.
+ */
+export function pullTiming(expiresMs: number, heartbeatMs: number, ackWaitMs: number): { expiresMs: number; heartbeatMs: number } {
+  const expires = Math.max(MIN_EXPIRES_MS, Math.min(expiresMs, Math.floor(ackWaitMs / 2)));
+  return { expiresMs: expires, heartbeatMs: Math.max(1, Math.min(heartbeatMs, Math.ceil(expires / 2) - 1)) };
+}
+
+/** The shortest life of a pull request, whatever the `ack_wait`. */
+const MIN_EXPIRES_MS = 100;
+
+/** A pull request the server has not ended: when it was sent, how many messages it may still bring, and its inbox. */
+interface SentRequest {
+  readonly sentAt: number;
+  left: number;
+  readonly sub: NatsSubscription;
+}
+
 export class Puller {
   readonly #o: PullerOptions;
-  readonly #inbox = createInbox();
-  readonly #sub: NatsSubscription;
   readonly #closing = new AbortController();
+  /** Each request's inbox is its own subscription, so a message tells which request it answers. */
+  readonly #sent = new Set<SentRequest>();
   #outstanding = 0;
   #lastHeard: number;
   #closed = false;
@@ -67,7 +98,6 @@ export class Puller {
   constructor(options: PullerOptions) {
     this.#o = options;
     this.#lastHeard = options.clock.monotonic();
-    this.#sub = options.nc.subscribe(this.#inbox, { callback: (_error, msg) => this.#onMsg(msg) });
     void this.#watch();
   }
 
@@ -80,13 +110,18 @@ export class Puller {
   request(count: number): void {
     if (this.#closed || count <= 0) return;
     if (this.#outstanding === 0) this.#lastHeard = this.#o.clock.monotonic();
-    this.#outstanding += count;
-    const { nc, stream, consumer, expiresMs, heartbeatMs } = this.#o;
+    const { nc, stream, consumer, expiresMs, heartbeatMs, clock } = this.#o;
+    const inbox = createInbox();
     const request = JSON.stringify({ batch: count, expires: expiresMs * NS_PER_MS, idle_heartbeat: heartbeatMs * NS_PER_MS });
+    let sent: SentRequest | undefined;
     try {
-      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, request, { reply: this.#inbox });
+      const sub = nc.subscribe(inbox, { callback: (_error, msg) => this.#onMsg(msg, sent!) });
+      sent = { sentAt: clock.monotonic(), left: count, sub };
+      this.#sent.add(sent);
+      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, request, { reply: inbox });
+      this.#outstanding += count;
     } catch (error) {
-      this.#outstanding -= count;
+      if (sent !== undefined) this.#end(sent);
       this.#o.logger?.warn({ stream, consumer, error: String(error) }, `jetstream: could not send a pull request to ${stream}/${consumer}: ${String(error)}`);
     }
   }
@@ -97,7 +132,7 @@ export class Puller {
   }
 
   /**
-   * Stops asking. The inbox is drained rather than dropped: a message
+   * Stops asking. The inboxes are drained rather than dropped: a message
    * already on its way for a pull sent earlier is given back (`-NAK`) as it
    * arrives, so the next consumer gets it at once instead of after its
    * lease; one the server sends after the drain waits out its lease.
@@ -106,14 +141,27 @@ export class Puller {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort();
+    for (const { sub } of this.#sent) {
+      try {
+        void sub.drain().catch(() => undefined);
+      } catch {
+        // The connection is closed: nothing more arrives.
+      }
+    }
+    this.#sent.clear();
+  }
+
+  /** The request's inbox is no longer read. */
+  #end(sent: SentRequest): void {
+    if (!this.#sent.delete(sent)) return;
     try {
-      void this.#sub.drain().catch(() => undefined);
+      sent.sub.unsubscribe();
     } catch {
-      // The connection is closed: nothing more arrives.
+      // The connection is closed.
     }
   }
 
-  #onMsg(msg: Msg): void {
+  #onMsg(msg: Msg, sent: SentRequest): void {
     if (this.#closed) {
       if (msg.reply?.startsWith('$JS.ACK.')) giveBack(msg);
       return;
@@ -121,11 +169,14 @@ export class Puller {
     this.#lastHeard = this.#o.clock.monotonic();
     if (msg.reply !== undefined && msg.reply.startsWith('$JS.ACK.')) {
       if (this.#outstanding > 0) this.#outstanding -= 1;
-      this.#o.owner.onMessage(msg);
+      if (--sent.left <= 0) this.#end(sent);
+      this.#o.owner.onMessage(msg, sent.sentAt);
       return;
     }
     const code = msg.headers?.code ?? 0;
     if (code === 100) return;
+    // Any other status ends its request: the server sent every message of it before this.
+    this.#end(sent);
     const description = msg.headers?.description ?? '';
     const pending = Number(msg.headers?.get('Nats-Pending-Messages') ?? NaN);
     if (Number.isInteger(pending) && pending >= 0) this.#outstanding = Math.max(0, this.#outstanding - pending);
@@ -147,8 +198,15 @@ export class Puller {
     }
   }
 
-  /** Two heartbeats missed while messages are outstanding: the server forgot the requests. */
+  /**
+   * Stops reading the inboxes of requests the server never ended (forgotten
+   * by it, or their end lost) once a message of theirs would be past its
+   * lease anyway; then, when two heartbeats were missed while messages are
+   * outstanding, takes the requests as forgotten by the server.
+   */
   #check(): void {
+    const keptSince = this.#o.clock.monotonic() - this.#o.expiresMs - this.#o.ackWaitMs;
+    for (const sent of this.#sent) if (sent.sentAt < keptSince) this.#end(sent);
     if (this.#closed || this.#outstanding === 0) return;
     if (this.#o.clock.monotonic() - this.#lastHeard <= 2 * this.#o.heartbeatMs + 100) return;
     this.#o.logger?.info({ stream: this.#o.stream, consumer: this.#o.consumer, outstanding: this.#outstanding }, `jetstream: no heartbeat from ${this.#o.stream}/${this.#o.consumer}; sending pull requests again`);

@@ -18,7 +18,7 @@ import type { JetStreamClients } from './connection.js';
 import { JetStreamDelivery, leaseEnd, type DeliveryOwner } from './delivery.js';
 import { DelayMover } from './mover.js';
 import { QUEUE_CONSUMER, type QueueNames } from './names.js';
-import { giveBack, Puller } from './puller.js';
+import { giveBack, Puller, pullTiming } from './puller.js';
 import type { ServerClock } from './server-clock.js';
 import type { Topology } from './topology.js';
 
@@ -44,7 +44,7 @@ export interface SubscriptionOptions {
 
 type State = 'running' | 'paused' | 'closed';
 
-/** A message pulled and not yet handed out, with the monotonic time it arrived: its lease runs from then. */
+/** A message pulled and not yet handed out, with the monotonic time its pull request was sent: its lease runs from then at the earliest. */
 interface Pulled {
   readonly msg: Msg;
   readonly at: number;
@@ -144,12 +144,12 @@ export class JetStreamSubscription implements Subscription {
       jsm: o.clients.jsm,
       stream: names.stream,
       consumer: QUEUE_CONSUMER,
-      expiresMs: o.pullExpiresMs,
-      heartbeatMs: o.heartbeatMs,
+      ...pullTiming(o.pullExpiresMs, o.heartbeatMs, this.#ackWaitMs),
+      ackWaitMs: this.#ackWaitMs,
       clock: o.clock,
       logger: o.logger,
       owner: {
-        onMessage: (msg) => this.#onMessage(msg),
+        onMessage: (msg, sentAt) => this.#onMessage(msg, sentAt),
         onRoom: () => this.#scheduleTopUp(),
         onGone: (reason) => void this.#reopen(reason),
       },
@@ -206,12 +206,27 @@ export class JetStreamSubscription implements Subscription {
     return this.#reopening;
   }
 
-  #onMessage(msg: Msg): void {
+  /**
+   * Buffers a pulled message under the lease that began, at the earliest,
+   * when its pull request was sent. One that arrives past that lease (held
+   * back in a cut connection) is dropped unsettled: the server has offered
+   * it again, or will, and a settlement of this delivery may reach it after
+   * it did.
+   */
+  #onMessage(msg: Msg, at: number): void {
     if (this.#state !== 'running') {
       giveBack(msg);
       return;
     }
-    this.#buffer.push({ msg, at: this.#o.clock.monotonic() });
+    if (this.#o.clock.monotonic() > leaseEnd(at, this.#ackWaitMs)) {
+      const info = parseAckSubject(msg.reply);
+      this.#o.logger?.info(
+        { queue: this.#o.queue, seq: info?.streamSeq, deliveryCount: info?.delivered },
+        `jetstream: a message of ${this.#o.queue} arrived after its lease ran out (its pull request was sent ${Math.round(this.#o.clock.monotonic() - at)} ms ago); the server offers it again`,
+      );
+      return;
+    }
+    this.#buffer.push({ msg, at });
     this.#topUp();
   }
 
