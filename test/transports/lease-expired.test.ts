@@ -14,7 +14,7 @@ describe('Delivery.leaseExpired', () => {
   it('Redis: runs out a margin before leaseMs, and extendLease moves it to ms from when it was sent', async () => {
     const clock = new FakeClock(0);
     const owner = { clock, settle: async () => 1 as const, extend: async () => true, settled: () => undefined, heldAfterFailure: () => undefined };
-    const delivery = new RedisDelivery(owner, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 10_000);
+    const delivery = new RedisDelivery(owner, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 10_000, clock.monotonic());
     await clock.advance(9_750);
     expect(delivery.leaseExpired()).toBe(false);
     await clock.advance(1);

@@ -24,7 +24,7 @@ function owner(results: (SettleResult | Error)[]) {
   return { o, calls };
 }
 
-const delivery = (o: DeliveryOwner) => new RedisDelivery(o, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 30_000);
+const delivery = (o: DeliveryOwner) => new RedisDelivery(o, 'q', '1-0', 1, 0, 'm', Buffer.alloc(0), {}, 30_000, o.clock.monotonic());
 
 describe('a Redis delivery and its prefetch slot', () => {
   it('keeps its slot while failed settlements leave the entry held, and frees it once one is done', async () => {

@@ -57,9 +57,11 @@ export class RedisDelivery implements Delivery {
     readonly body: Buffer,
     readonly headers: Readonly<Headers>,
     leaseMs: number,
+    /** When the command that read or claimed the entry was sent, on `owner.clock`'s monotonic clock: the earliest its lease can have started. */
+    leaseFrom: number,
   ) {
     this.#owner = owner;
-    this.#leaseUntil = owner.clock.monotonic() + leaseMs - leaseMargin(leaseMs);
+    this.#leaseUntil = leaseFrom + leaseMs - leaseMargin(leaseMs);
     this.#once = new SettleOnce({
       free: () => owner.settled(),
       alreadySettled: () => new AlreadySettledError('redis', queue, id),

@@ -1,4 +1,5 @@
 import { checkPrefetch } from '../../transport/arguments.js';
+import { leaseMargin } from '../../transport/lease.js';
 import type { Redis } from 'ioredis';
 import type { Backoff } from '../../backoff/types.js';
 import type { Logger } from '../../logger.js';
@@ -367,10 +368,11 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
   /** Takes over at most `most` entries whose lease ran out; when it found that many, looks again at once. */
   async #claimExpired(most: number): Promise<void> {
     const s = this.#s;
+    const sentAt = s.clock.monotonic();
     const reply = (await s.scripts.run(CLAIM, [s.keys.stream, s.keys.leases], [GROUP, s.consumer, s.leaseMs, most])) as [Buffer, RawEntry[1], number][];
     this.#claimAt = reply.length >= most ? 0 : s.clock.monotonic() + s.pollIntervalMs;
     this.#claimReserved = 0;
-    for (const [entryId, fields, count] of reply) this.#take([entryId, fields], Number(count));
+    for (const [entryId, fields, count] of reply) this.#take([entryId, fields], Number(count), sentAt);
   }
 
   async #read(): Promise<void> {
@@ -380,22 +382,37 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     this.#reading = true;
     this.#readAsked = count;
     let reply: unknown;
+    // A read blocks at most half the lease: an entry it brings at the end of its wait still has half its lease.
+    const blockMs = Math.max(1, Math.min(s.pollIntervalMs, Math.floor(s.leaseMs / 2)));
+    const sentAt = s.clock.monotonic();
     try {
-      reply = await s.blocking.callBuffer('XREADGROUP', 'GROUP', GROUP, s.consumer, 'COUNT', count, 'BLOCK', s.pollIntervalMs, 'STREAMS', s.keys.stream, '>');
+      reply = await s.blocking.callBuffer('XREADGROUP', 'GROUP', GROUP, s.consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', s.keys.stream, '>');
     } finally {
       this.#reading = false;
       this.#readAsked = 0;
     }
-    for (const raw of entriesOf(reply)) this.#take(raw, 1);
+    for (const raw of entriesOf(reply)) this.#take(raw, 1, sentAt);
   }
 
-  /** Hands out an entry read or claimed, or gives it back uncounted when the consumer stopped meanwhile. */
-  #take(raw: RawEntry, count: number): void {
+  /**
+   * Hands out an entry read or claimed, or gives it back uncounted when the
+   * consumer stopped meanwhile. Its lease runs from when the command that
+   * brought it was sent: the server started it later, when it ran the
+   * command. An entry whose reply came after that lease ran out (held back in
+   * a stalled connection) is not handed out: another consumer may have taken
+   * it over already, and will once its lease runs out on the server.
+   */
+  #take(raw: RawEntry, count: number, sentAt: number): void {
     const s = this.#s;
     const { entry, problem } = decodeDelivered(raw);
     if (problem !== undefined) s.logger?.warn({ queue: s.queue, entryId: entry.entryId }, `redis: ${problem}; delivered with its stream id as message id and no headers`);
+    const late = s.clock.monotonic() - sentAt;
+    if (late > s.leaseMs - leaseMargin(s.leaseMs)) {
+      s.logger?.info({ queue: s.queue, entryId: entry.entryId }, `redis: entry ${entry.entryId} of ${s.queue} arrived after its lease ran out (its command was sent ${Math.round(late)} ms ago); another consumer takes it over`);
+      return;
+    }
     this.#outstanding++;
-    const delivery = new RedisDelivery(this, s.queue, entry.entryId, count, entry.inherited, entry.id, Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength), entry.headers, s.leaseMs);
+    const delivery = new RedisDelivery(this, s.queue, entry.entryId, count, entry.inherited, entry.id, Buffer.from(entry.body.buffer, entry.body.byteOffset, entry.body.byteLength), entry.headers, s.leaseMs, sentAt);
     if (this.#state !== RUNNING) {
       // Read after a pause or close: back to the end of the stream, this delivery not counted.
       this.settle({ kind: 'l', entryId: entry.entryId, count, inherit: count - 1 }).then(() => this.settled(), () => this.settled());
