@@ -79,18 +79,31 @@ export function pullTiming(expiresMs: number, heartbeatMs: number, ackWaitMs: nu
 /** The shortest life of a pull request, whatever the `ack_wait`. */
 const MIN_EXPIRES_MS = 100;
 
+/** An inbox pull requests are answered on, with the subscription that reads it. */
+interface Inbox {
+  readonly subject: string;
+  readonly sub: NatsSubscription;
+}
+
 /** A pull request the server has not ended: when it was sent, how many messages it may still bring, and its inbox. */
 interface SentRequest {
   readonly sentAt: number;
   left: number;
-  readonly sub: NatsSubscription;
+  readonly inbox: Inbox;
 }
 
 export class Puller {
   readonly #o: PullerOptions;
   readonly #closing = new AbortController();
-  /** Each request's inbox is its own subscription, so a message tells which request it answers. */
-  readonly #sent = new Set<SentRequest>();
+  /**
+   * Requests by their inbox's subject. Each request has an inbox to itself,
+   * so a message tells which request it answers. An inbox is used again
+   * once its request ended (the server sent its last message, or its end),
+   * when nothing more can come for it.
+   */
+  readonly #sent = new Map<string, SentRequest>();
+  /** Inboxes whose request ended, to answer the next requests. */
+  readonly #free: Inbox[] = [];
   #outstanding = 0;
   #lastHeard: number;
   #closed = false;
@@ -111,17 +124,15 @@ export class Puller {
     if (this.#closed || count <= 0) return;
     if (this.#outstanding === 0) this.#lastHeard = this.#o.clock.monotonic();
     const { nc, stream, consumer, expiresMs, heartbeatMs, clock } = this.#o;
-    const inbox = createInbox();
     const request = JSON.stringify({ batch: count, expires: expiresMs * NS_PER_MS, idle_heartbeat: heartbeatMs * NS_PER_MS });
-    let sent: SentRequest | undefined;
+    let inbox: Inbox | undefined;
     try {
-      const sub = nc.subscribe(inbox, { callback: (_error, msg) => this.#onMsg(msg, sent!) });
-      sent = { sentAt: clock.monotonic(), left: count, sub };
-      this.#sent.add(sent);
-      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, request, { reply: inbox });
+      inbox = this.#inbox();
+      this.#sent.set(inbox.subject, { sentAt: clock.monotonic(), left: count, inbox });
+      nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, request, { reply: inbox.subject });
       this.#outstanding += count;
     } catch (error) {
-      if (sent !== undefined) this.#end(sent);
+      if (inbox !== undefined) this.#end(inbox.subject, false);
       this.#o.logger?.warn({ stream, consumer, error: String(error) }, `jetstream: could not send a pull request to ${stream}/${consumer}: ${String(error)}`);
     }
   }
@@ -141,7 +152,7 @@ export class Puller {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort();
-    for (const { sub } of this.#sent) {
+    for (const { sub } of [...[...this.#sent.values()].map((sent) => sent.inbox), ...this.#free]) {
       try {
         void sub.drain().catch(() => undefined);
       } catch {
@@ -149,34 +160,55 @@ export class Puller {
       }
     }
     this.#sent.clear();
+    this.#free.length = 0;
   }
 
-  /** The request's inbox is no longer read. */
-  #end(sent: SentRequest): void {
-    if (!this.#sent.delete(sent)) return;
+  /** A free inbox, or a new one. */
+  #inbox(): Inbox {
+    const free = this.#free.pop();
+    if (free !== undefined) return free;
+    const subject = createInbox();
+    return { subject, sub: this.#o.nc.subscribe(subject, { callback: (_error, msg) => this.#onMsg(msg, subject) }) };
+  }
+
+  /** The request on `subject` ended: its inbox answers the next request (`reuse`), or is no longer read. */
+  #end(subject: string, reuse: boolean): void {
+    const sent = this.#sent.get(subject);
+    if (sent === undefined) return;
+    this.#sent.delete(subject);
+    if (reuse && !this.#closed) {
+      this.#free.push(sent.inbox);
+      return;
+    }
     try {
-      sent.sub.unsubscribe();
+      sent.inbox.sub.unsubscribe();
     } catch {
       // The connection is closed.
     }
   }
 
-  #onMsg(msg: Msg, sent: SentRequest): void {
+  #onMsg(msg: Msg, subject: string): void {
     if (this.#closed) {
       if (msg.reply?.startsWith('$JS.ACK.')) giveBack(msg);
       return;
     }
     this.#lastHeard = this.#o.clock.monotonic();
+    const sent = this.#sent.get(subject);
     if (msg.reply !== undefined && msg.reply.startsWith('$JS.ACK.')) {
       if (this.#outstanding > 0) this.#outstanding -= 1;
-      if (--sent.left <= 0) this.#end(sent);
+      if (sent === undefined) {
+        // No request of ours waits on this inbox: when it was asked for is not known, so neither is its lease.
+        this.#o.logger?.debug?.({ stream: this.#o.stream }, `jetstream: a message of ${this.#o.stream} came on an inbox no pull request waits on; the server offers it again after its ack_wait`);
+        return;
+      }
+      if (--sent.left <= 0) this.#end(subject, true);
       this.#o.owner.onMessage(msg, sent.sentAt);
       return;
     }
     const code = msg.headers?.code ?? 0;
     if (code === 100) return;
     // Any other status ends its request: the server sent every message of it before this.
-    this.#end(sent);
+    this.#end(subject, true);
     const description = msg.headers?.description ?? '';
     const pending = Number(msg.headers?.get('Nats-Pending-Messages') ?? NaN);
     if (Number.isInteger(pending) && pending >= 0) this.#outstanding = Math.max(0, this.#outstanding - pending);
@@ -206,7 +238,7 @@ export class Puller {
    */
   #check(): void {
     const keptSince = this.#o.clock.monotonic() - this.#o.expiresMs - this.#o.ackWaitMs;
-    for (const sent of this.#sent) if (sent.sentAt < keptSince) this.#end(sent);
+    for (const [subject, { sentAt }] of this.#sent) if (sentAt < keptSince) this.#end(subject, false);
     if (this.#closed || this.#outstanding === 0) return;
     if (this.#o.clock.monotonic() - this.#lastHeard <= 2 * this.#o.heartbeatMs + 100) return;
     this.#o.logger?.info({ stream: this.#o.stream, consumer: this.#o.consumer, outstanding: this.#outstanding }, `jetstream: no heartbeat from ${this.#o.stream}/${this.#o.consumer}; sending pull requests again`);
