@@ -6,8 +6,17 @@
 import { MAX_TIMER_MS } from '../time/clock.js';
 
 /** How much sooner than the broker this side takes a lease as run out: a tenth of it, at most 250 ms, for the time on the wire. */
-export function leaseMargin(leaseMs: number): number {
+function leaseMargin(leaseMs: number): number {
   return Math.min(250, Math.floor(leaseMs / 10));
+}
+
+/**
+ * When a lease of `leaseMs` that the broker started no sooner than
+ * `startedAt` (monotonic) is taken as run out on this side: `leaseMs`
+ * later, less the {@link leaseMargin} for the time on the wire.
+ */
+export function leaseEnd(startedAt: number, leaseMs: number): number {
+  return startedAt + leaseMs - leaseMargin(leaseMs);
 }
 
 /** Throws a RangeError unless `ms`, the argument of `Delivery.extendLease`, is a whole number of milliseconds a timer can wait. */

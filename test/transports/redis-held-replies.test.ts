@@ -43,7 +43,8 @@ describe.skipIf(Boolean(skip))('Redis: replies held back past the lease', () => 
     const heldGot: Delivery[] = [];
     await held.consume('q', (d) => void heldGot.push(d), { prefetch: 1, leaseMs: LEASE_MS });
     // Its blocking read is on the server before the link stalls.
-    await sleep(300);
+    const blockedInRead = async () => String(await node.command('CLIENT', 'LIST')).split('\n').some((line) => / flags=b /.test(line) && / cmd=xreadgroup /.test(line));
+    await until('the blocking read on the server', 10_000, blockedInRead, 20);
     proxy.holdReplies();
     const { t: other } = open(node.port);
     await other.send('q', { id: 'late-1', body: text('x'), headers: {} });

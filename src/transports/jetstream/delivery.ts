@@ -2,7 +2,7 @@ import type { MsgHdrs } from '@nats-io/transport-node';
 import type { Clock } from '../../time/clock.js';
 import { checkErrorQueue, checkHeadersObject } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseEnd } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { AckInfo } from './ack-subject.js';
@@ -249,15 +249,6 @@ export class JetStreamDelivery implements Delivery {
  */
 export function copyMsgId(id: string, kind: 'r' | 'e', info: AckInfo): string {
   return `${id}|${kind}|${info.stream}|${info.streamSeq}`;
-}
-
-/**
- * When a lease that the server started at `startedAt` (monotonic) is taken
- * as run out on this side: `ackWaitMs` later, less the shared margin for the
- * time on the wire ({@link leaseMargin}).
- */
-export function leaseEnd(startedAt: number, ackWaitMs: number): number {
-  return startedAt + ackWaitMs - leaseMargin(ackWaitMs);
 }
 
 function checked(headers: Headers, what: string): Headers {

@@ -152,13 +152,8 @@ export class Puller {
     if (this.#closed) return;
     this.#closed = true;
     this.#closing.abort();
-    for (const { sub } of [...[...this.#sent.values()].map((sent) => sent.inbox), ...this.#free]) {
-      try {
-        void sub.drain().catch(() => undefined);
-      } catch {
-        // The connection is closed: nothing more arrives.
-      }
-    }
+    for (const sent of this.#sent.values()) drainQuietly(sent.inbox);
+    for (const inbox of this.#free) drainQuietly(inbox);
     this.#sent.clear();
     this.#free.length = 0;
   }
@@ -253,6 +248,15 @@ export class Puller {
 export function giveBack(msg: Msg): void {
   try {
     msg.respond('-NAK');
+  } catch {
+    // The connection is closed.
+  }
+}
+
+/** Reads what is already on its way to `inbox`, then stops; on a closed connection nothing more arrives. */
+function drainQuietly(inbox: Inbox): void {
+  try {
+    void inbox.sub.drain().catch(() => undefined);
   } catch {
     // The connection is closed.
   }

@@ -2,7 +2,7 @@ import type { Clock } from '../../time/clock.js';
 import { checkErrorQueue, checkHeaders } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
 import { isDeliveryGone } from '../../transport/delivery-gone.js';
-import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseEnd } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { AlreadySettledError, DeliveryGoneError, MessageTooLargeError } from './errors.js';
@@ -256,9 +256,4 @@ export class NsqDelivery implements Delivery {
     this.#keepAlive?.abort();
     return this.#once.settle(() => this.#checkHeld(operation), act, isDeliveryGone);
   }
-}
-
-/** When a lease of `leaseMs` started at `startedAt` (monotonic) is taken as run out on this side: less the shared margin. */
-export function leaseEnd(startedAt: number, leaseMs: number): number {
-  return startedAt + leaseMs - leaseMargin(leaseMs);
 }

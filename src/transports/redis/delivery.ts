@@ -1,7 +1,7 @@
 import type { Clock } from '../../time/clock.js';
 import { checkErrorQueue, checkHeaders } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseEnd } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import { encodeHeaders } from './codec.js';
@@ -61,7 +61,7 @@ export class RedisDelivery implements Delivery {
     leaseFrom: number,
   ) {
     this.#owner = owner;
-    this.#leaseUntil = leaseFrom + leaseMs - leaseMargin(leaseMs);
+    this.#leaseUntil = leaseEnd(leaseFrom, leaseMs);
     this.#once = new SettleOnce({
       free: () => owner.settled(),
       alreadySettled: () => new AlreadySettledError('redis', queue, id),
@@ -107,7 +107,7 @@ export class RedisDelivery implements Delivery {
     checkLeaseExtension(ms);
     const sentAt = this.#owner.clock.monotonic();
     if (!(await this.#owner.extend(this.entryId, this.pendingCount, ms))) throw new DeliveryGoneError('redis', 'extendLease', this.id, this.queue, GONE);
-    this.#leaseUntil = Math.max(this.#leaseUntil, sentAt + ms - leaseMargin(ms));
+    this.#leaseUntil = Math.max(this.#leaseUntil, leaseEnd(sentAt, ms));
   }
 
   /** Whether the lease ran out by this side's reckoning: another consumer may have claimed the entry. */

@@ -1,5 +1,5 @@
 import { checkPrefetch } from '../../transport/arguments.js';
-import { leaseMargin } from '../../transport/lease.js';
+import { leaseEnd } from '../../transport/lease.js';
 import type { Redis } from 'ioredis';
 import type { Backoff } from '../../backoff/types.js';
 import type { Logger } from '../../logger.js';
@@ -406,9 +406,9 @@ export class RedisSubscription implements Subscription, DeliveryOwner {
     const s = this.#s;
     const { entry, problem } = decodeDelivered(raw);
     if (problem !== undefined) s.logger?.warn({ queue: s.queue, entryId: entry.entryId }, `redis: ${problem}; delivered with its stream id as message id and no headers`);
-    const late = s.clock.monotonic() - sentAt;
-    if (late > s.leaseMs - leaseMargin(s.leaseMs)) {
-      s.logger?.info({ queue: s.queue, entryId: entry.entryId }, `redis: entry ${entry.entryId} of ${s.queue} arrived after its lease ran out (its command was sent ${Math.round(late)} ms ago); another consumer takes it over`);
+    const now = s.clock.monotonic();
+    if (now > leaseEnd(sentAt, s.leaseMs)) {
+      s.logger?.info({ queue: s.queue, entryId: entry.entryId }, `redis: entry ${entry.entryId} of ${s.queue} arrived after its lease ran out (its command was sent ${Math.round(now - sentAt)} ms ago); another consumer takes it over`);
       return;
     }
     this.#outstanding++;

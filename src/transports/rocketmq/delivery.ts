@@ -1,7 +1,7 @@
 import type { Clock } from '../../time/clock.js';
 import { checkErrorQueue, checkHeaders } from '../../transport/arguments.js';
 import { checkDelay, MAX_HELD_DELAY_MS } from '../../transport/delay.js';
-import { checkLeaseExtension, leaseMargin } from '../../transport/lease.js';
+import { checkLeaseExtension, leaseEnd } from '../../transport/lease.js';
 import { SettleOnce } from '../../transport/settle-once.js';
 import type { Delivery, Headers } from '../../transport/types.js';
 import type { MessageView } from './client.js';
@@ -75,7 +75,7 @@ export class RocketMqDelivery implements Delivery {
   ) {
     this.#owner = owner;
     this.#view = view;
-    this.#leaseUntil = receivedAt + leaseMs - leaseMargin(leaseMs);
+    this.#leaseUntil = leaseEnd(receivedAt, leaseMs);
     this.#once = new SettleOnce({
       free: () => owner.settled(),
       alreadySettled: () => new AlreadySettledError('rocketmq', queue, id),
@@ -163,7 +163,7 @@ export class RocketMqDelivery implements Delivery {
       await this.#owner.changeInvisible(this.#view, ms).catch((error: unknown) => {
         throw goneOr(error, 'extendLease', this.id, this.queue);
       });
-      this.#leaseUntil = sentAt + ms - leaseMargin(ms);
+      this.#leaseUntil = leaseEnd(sentAt, ms);
     });
   }
 

@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { Socket } from 'node:net';
 import { NsqdHttpApi } from '../../../src/transports/nsq/http-api.js';
+import { until } from '../../support/own-servers.js';
 
 export const NSQD_TCP = process.env['NSQD_TCP'] ?? '127.0.0.1:4150';
 export const NSQD_HTTP = process.env['NSQD_HTTP'] ?? '127.0.0.1:4151';
@@ -47,16 +48,15 @@ export async function publishMany(api: NsqdHttpApi, topic: string, bodies: reado
  * Throws with the counts last seen after `timeoutMs`.
  */
 export async function untilDepth(api: NsqdHttpApi, topic: string, channel: string, depth: number, deferred?: number, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const seen = await api.channelStats(topic, channel);
-    if (seen?.depth === depth && (deferred === undefined || seen.deferred_count === deferred)) return;
-    if (Date.now() > deadline) {
-      const counts = seen ? `depth ${seen.depth}, deferred ${seen.deferred_count}` : 'no channel';
-      throw new Error(`${topic}/${channel} holds ${counts}, not depth ${depth}${deferred === undefined ? '' : `, deferred ${deferred}`}, after ${timeoutMs} ms`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  let seen: Awaited<ReturnType<NsqdHttpApi['channelStats']>>;
+  const wanted = `depth ${depth}${deferred === undefined ? '' : `, deferred ${deferred}`}`;
+  const holds = async () => {
+    seen = await api.channelStats(topic, channel);
+    return seen?.depth === depth && (deferred === undefined || seen.deferred_count === deferred);
+  };
+  await until(`${topic}/${channel} to hold ${wanted}`, timeoutMs, holds, 20).catch((error: Error) => {
+    throw new Error(`${error.message}; it holds ${seen ? `depth ${seen.depth}, deferred ${seen.deferred_count}` : 'no channel'}`);
+  });
 }
 
 /**
