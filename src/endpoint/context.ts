@@ -44,4 +44,13 @@ export interface MessageContext {
    * at once on transports without leases.
    */
   extendLease(ms: number): Promise<void>;
+  /**
+   * Whether this delivery's lease ran out while the handler ran: its time
+   * is up on a transport that leases (SQLite, Redis, JetStream, NSQ,
+   * RocketMQ), or its channel closed on RabbitMQ. Another consumer may be
+   * handling the message now, and whatever this handler does next may be
+   * done twice; a long handler checks it before a step it must not repeat.
+   * Always false on transports without leases.
+   */
+  leaseExpired(): boolean;
 }

@@ -441,6 +441,7 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
           requeue = requeueOptions(options);
         },
         extendLease: (ms) => delivery.extendLease?.(ms) ?? Promise.resolve(),
+        leaseExpired: () => delivery.leaseExpired?.() ?? false,
       };
       const startedAt = config.clock.monotonic();
       if (attempts === 1) this.#flow.onFirstAttempt();

@@ -162,6 +162,29 @@ describe('a delivery whose lease ran out', () => {
     await endpoint.stop();
   });
 
+  it("is what the handler's ctx.leaseExpired() tells, false until then", async () => {
+    const clock = new FakeClock(0);
+    const transport = new PushTransport();
+    const seen: boolean[] = [];
+    let x: ReturnType<PushTransport['push']> | undefined;
+    const endpoint = new Endpoint({
+      name: 'push',
+      transport,
+      clock,
+      handler: async (_message, ctx) => {
+        await Promise.resolve(); // the delivery is pushed once this handler is under way
+        seen.push(ctx.leaseExpired());
+        x!.expireLease();
+        seen.push(ctx.leaseExpired());
+      },
+    });
+    await endpoint.start();
+    x = transport.push('x');
+    await clock.advance(0);
+    expect(seen).toEqual([false, true]);
+    await endpoint.stop();
+  });
+
   it('a copy of a running id whose lease ran out is released when that handler finishes', async () => {
     const { clock, transport, gate, endpoint } = await startGated(2);
     transport.push('x');

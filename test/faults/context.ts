@@ -146,7 +146,8 @@ export class ScenarioContext {
 
   /**
    * Every handler run the workers recorded (with `holds` in the workload),
-   * each under the lease the workers were given, for {@link findOverlaps};
+   * each under the lease the workers were given (ended sooner where the run
+   * saw `ctx.leaseExpired()`), for {@link findOverlaps};
    * its `messageId` is the message id and the delayed attempt (`m-7#d1`: the
    * copy a first delayed retry made), its holder the worker and the delivery
    * count (`worker-2 delivery 3`), which `deliveryCount` has as a number.
@@ -154,15 +155,16 @@ export class ScenarioContext {
   holds(): CountedHold[] {
     return this.logs('worker', this.#workerCount, 'holds').flatMap((path, i) =>
       readEvidence(path).map((line) => {
-        const [messageId, delayedAttempt, deliveryCount, start, end] = line.split(' ');
+        const [messageId, delayedAttempt, deliveryCount, start, end, lost] = line.split(' ');
         const startedAt = Number(start);
+        const leaseLostAt = lost === undefined || lost === '-' ? Infinity : Number(lost);
         return {
           messageId: `${messageId}#d${delayedAttempt}`,
           holder: `worker-${i + 1} delivery ${deliveryCount}`,
           deliveryCount: Number(deliveryCount),
           startedAt,
           endedAt: Number(end),
-          leaseEndsAt: startedAt + WORKER_LEASE_MS,
+          leaseEndsAt: Math.min(startedAt + WORKER_LEASE_MS, leaseLostAt),
         };
       }),
     );

@@ -12,6 +12,16 @@ describe('joinDeliveries', () => {
     expect(joined).toEqual([{ ...run('m-1#d0', 1, 1, 100, 260), leaseEndsAt: 100 + LEASE }]);
   });
 
+  it("ends a joined hold's lease where one of its runs saw it lost, so a redelivery after that is no overlap", () => {
+    const lostAt = 170;
+    const joined = joinDeliveries([run('m-1#d0', 1, 1, 100, 150), { ...run('m-1#d0', 1, 1, 150, 260), leaseEndsAt: lostAt }]);
+    expect(joined).toEqual([{ ...run('m-1#d0', 1, 1, 100, 260), leaseEndsAt: lostAt }]);
+    const afterLoss = judgeHolders([run('m-1#d0', 1, 1, 100, 150), { ...run('m-1#d0', 1, 1, 150, 260), leaseEndsAt: lostAt }, run('m-1#d0', 2, 2, 180, 300)]);
+    expect(afterLoss.early).toHaveLength(0);
+    const beforeLoss = judgeHolders([run('m-1#d0', 1, 1, 100, 150), { ...run('m-1#d0', 1, 1, 150, 260), leaseEndsAt: lostAt }, run('m-1#d0', 2, 2, 160, 300)]);
+    expect(beforeLoss.early).toHaveLength(1);
+  });
+
   it('keeps a run that starts while another of the same holder and count runs apart', () => {
     expect(joinDeliveries([run('m-1#d0', 1, 2, 100, 300), run('m-1#d0', 1, 2, 200, 250)])).toHaveLength(2);
   });

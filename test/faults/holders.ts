@@ -2,8 +2,10 @@
  * The one-holder check of a fault run, judged by the broker's delivery
  * counts. Handler runs of one delivery (immediate retries run one after
  * another under one lease) are first joined into one hold, from the first
- * run's start to the last run's end, under the lease from the first start.
- * Two holds of one copy at once, within the earlier one's lease, are then
+ * run's start to the last run's end, under the lease from the first start,
+ * or until the first moment one of its runs saw the lease lost (its
+ * `ctx.leaseExpired()`: a time that ran out, a RabbitMQ channel that
+ * closed), whichever comes first. Two holds of one copy at once, within the earlier one's lease, are then
  * one of three kinds:
  *
  * - **repeated**: the later delivery's count is not higher than the
@@ -65,7 +67,7 @@ export function joinDeliveries(runs: readonly CountedHold[]): CountedHold[] {
     for (const run of [...ofOne].sort((a, b) => a.startedAt - b.startedAt)) {
       const i = open.findIndex((hold) => hold.endedAt <= run.startedAt);
       if (i < 0) open.push(run);
-      else open[i] = { ...open[i]!, endedAt: Math.max(open[i]!.endedAt, run.endedAt) };
+      else open[i] = { ...open[i]!, endedAt: Math.max(open[i]!.endedAt, run.endedAt), leaseEndsAt: Math.min(open[i]!.leaseEndsAt, run.leaseEndsAt) };
     }
     joined.push(...open);
   }

@@ -101,6 +101,7 @@ describe('tracedHandler', () => {
       signal: new AbortController().signal,
       requeue: () => undefined,
       extendLease: async () => undefined,
+      leaseExpired: () => false,
     });
     await handler(undefined, context({}));
     await handler(undefined, context({ traceparent: 'garbage' }));
@@ -119,7 +120,7 @@ describe('tracedHandler', () => {
       throw thrown;
     }, { tracer });
     await expect(
-      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, deadline: undefined, signal: new AbortController().signal, requeue: () => undefined, extendLease: async () => undefined }),
+      handler(undefined, { messageId: 'm', queue: 'q', headers: {}, immediateAttempt: 1, delayedAttempt: 0, attempt: 1, deliveryCount: 1, deadline: undefined, signal: new AbortController().signal, requeue: () => undefined, extendLease: async () => undefined, leaseExpired: () => false }),
     ).rejects.toBe(thrown);
     const [span] = exporter.getFinishedSpans();
     expect(span!.status.code).toBe(SpanStatusCode.ERROR);

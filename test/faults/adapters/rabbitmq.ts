@@ -24,6 +24,7 @@ import amqp from 'amqplib';
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitmq/index.js';
+import { until } from '../../support/own-servers.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { Nemesis } from '../network/nemesis.js';
@@ -71,6 +72,9 @@ const SINGLE_NODE_SKIPS: Record<string, string> = {
 
 /** How long the end-of-run read waits for the delay levels to hand on every copy: past the 180 s retry of a hop left unconfirmed by a broker fault. */
 const LEVELS_SETTLE_TIMEOUT_MS = 200_000;
+
+/** Ingests of the error queue at most, each after the cluster is whole, until one finds nothing new. */
+const ERROR_INGEST_PASSES = 5;
 
 const sum = (counts: readonly number[]) => counts.reduce((total, count) => total + count, 0);
 
@@ -174,6 +178,10 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
           arguments: { 'x-max-length': max, 'x-overflow': 'reject-publish', ...(queueType === 'quorum' ? { 'x-queue-type': 'quorum' } : {}) },
         }),
       );
+    } else if (this.#networked) {
+      // Declared before the partitions, as a deployment declares its topology: autoheal can lose a queue declared
+      // while the cluster is split (see docs/fault-suite.md#partitions).
+      await this.#withChannel(this.#clientNode, (channel) => channel.assertQueue(errorQueue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
     }
     // On the network, the c1 clients (producers, odd workers) connect to one follower; the harness and c2 to the other.
     const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === CLIENT_MEMBERS[0] ? this.#c1Node : this.#clientNode);
@@ -208,7 +216,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       },
       delayedCountExact: async () => sum(await this.cluster.messagesIn(levels, this.#clientNode)),
       parkedCount: async () => (unroutable ? peek.depth(unroutable) : 0),
-      errorIds: () => ingestErrorIds(harness, errorQueue, join(dir, 'error-store.db')),
+      errorIds: () => this.#errorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: () => this.pendingIdsOf(levels, exits),
       cleanup: async () => {
         await peek.close();
@@ -280,6 +288,31 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     await this.cluster.kill(leader);
     return () => this.cluster.boot(leader);
   }
+
+  /**
+   * The error queue's ids, ingested into an error store. On a cluster the
+   * ingest runs once every node is up and the queue has a leader, and again
+   * until a pass finds nothing new: a quorum queue whose leader does not
+   * answer within 250 ms counts 0 (RabbitMQ 3.10), which ends an ingest
+   * with the queue still full, as happens while a healed partition's nodes
+   * restart.
+   */
+  async #errorIds(harness: RabbitMqTransport, errorQueue: string, storePath: string): Promise<string[]> {
+    if (this.#nodes === 1) return ingestErrorIds(harness, errorQueue, storePath);
+    let ids: string[] = [];
+    for (let pass = 1; pass <= ERROR_INGEST_PASSES; pass++) {
+      await until(`every node up and a leader for ${errorQueue}`, 60_000, async () => {
+        if ((await this.cluster.running()).length < this.#nodes) return false;
+        return this.cluster.leaderOf(errorQueue).then(() => true, () => false);
+      }, 500).catch((error: Error) => this.#log(`${error.message}; ingesting anyway`));
+      const stored = await ingestErrorIds(harness, errorQueue, storePath);
+      if (pass > 1 && stored.length === ids.length) break;
+      if (pass > 1) this.#log(`${errorQueue}: ingest pass ${pass} found ${stored.length - ids.length} entries the passes before missed`);
+      ids = stored;
+    }
+    return ids;
+  }
+
 
   /**
    * Reads every message still in the delay `levels` (given in the order

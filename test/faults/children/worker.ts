@@ -32,12 +32,16 @@ export interface WorkerConfig {
   /** The SQLite lease: how soon a killed worker's messages come back. */
   readonly leaseMs: number;
   /**
-   * Where to record every handler run, failing ones too: `<id> <delayed attempt> <delivery count> <start> <end>`
-   * (epoch ms). The delayed attempt tells a copy from the copy a delayed retry made of it; the delivery count is the
-   * broker's, for diagnosis. Default: not recorded.
+   * Where to record every handler run, failing ones too: `<id> <delayed attempt> <delivery count> <start> <end>
+   * <lease lost>` (epoch ms; the lease lost when the run first saw `ctx.leaseExpired()`, `-` when it never did). The
+   * delayed attempt tells a copy from the copy a delayed retry made of it; the delivery count is the broker's, for
+   * diagnosis. Default: not recorded.
    */
   readonly holdsLog?: string;
 }
+
+/** How often a handler run looks at its lease while it works. */
+const LEASE_CHECK_MS = 5;
 
 const config = JSON.parse(process.argv[2] ?? '') as WorkerConfig;
 const log = openEvidenceLog(config.log);
@@ -63,8 +67,17 @@ const endpoint = new Endpoint<{ i: number }>({
   handler: async (message, context) => {
     // The wall clock: the one clock every process of the run reads alike (each process's performance.timeOrigin is off by milliseconds).
     const startedAt = Date.now();
+    let leaseLostAt: number | undefined;
+    const checkLease = () => {
+      if (leaseLostAt === undefined && context.leaseExpired()) leaseLostAt = Date.now();
+    };
     try {
-      await sleep((message.i * 7919) % (config.workMs + 1));
+      // The work, in steps that look at the lease, so the record says when this run learnt it was lost.
+      const workUntil = startedAt + ((message.i * 7919) % (config.workMs + 1));
+      for (let now = Date.now(); now < workUntil; now = Date.now()) {
+        checkLease();
+        await sleep(Math.min(LEASE_CHECK_MS, workUntil - now));
+      }
       const behaviour = behaviourOf(context.messageId, config.mix, config.seed);
       const replayed = context.headers[HEADER.replayCount] !== undefined;
       if (attemptFails(behaviour, { attempt: context.attempt, delayedAttempt: context.delayedAttempt, replayed })) {
@@ -72,7 +85,8 @@ const endpoint = new Endpoint<{ i: number }>({
       }
       log.append(context.messageId);
     } finally {
-      holds?.append(`${context.messageId} ${context.delayedAttempt} ${context.deliveryCount} ${startedAt} ${Date.now()}`);
+      checkLease();
+      holds?.append(`${context.messageId} ${context.delayedAttempt} ${context.deliveryCount} ${startedAt} ${Date.now()} ${leaseLostAt ?? '-'}`);
     }
   },
 });
