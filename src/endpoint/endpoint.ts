@@ -141,10 +141,11 @@ export class Endpoint<T = unknown> extends TypedEmitter<EndpointEvents> {
   async start(signal?: AbortSignal): Promise<void> {
     if (this.#state !== 'idle') throw new Error(`endpoint ${this.config.name} was already started`);
     this.#state = 'running';
-    this.#subscription = this.config.transport.consume(this.config.queue, (d) => this.#accept(d), {
-      prefetch: this.config.concurrency,
-      leaseMs: this.config.leaseMs,
-    });
+    const { transport } = this.config;
+    const consume = () => transport.consume(this.config.queue, (d) => this.#accept(d), { prefetch: this.config.concurrency, leaseMs: this.config.leaseMs });
+    // The error queue first, where the broker needs it declared: it exists before the first failure.
+    const preparing = transport.prepareErrorQueue?.(this.config.errorQueue);
+    this.#subscription = preparing ? preparing.then(consume) : consume();
     try {
       this.#flow.attach(await this.#subscription);
     } catch (error) {

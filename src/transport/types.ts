@@ -163,6 +163,12 @@ export interface Transport {
   defaultErrorQueue?(queue: string): string;
   /** Put a message on `queue`; resolves once the broker has it. */
   send(queue: string, message: OutgoingMessage): Promise<void>;
+  /**
+   * Makes `errorQueue` exist now, before the first dead-letter needs it,
+   * where the broker needs a queue declared before it holds messages
+   * (RabbitMQ). An endpoint calls it as it starts; elsewhere absent.
+   */
+  prepareErrorQueue?(errorQueue: string): Promise<void>;
   /** Start delivering messages from `queue` to `listener`. */
   consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription>;
   /** Release every resource. Open subscriptions are closed first. */

@@ -1,13 +1,14 @@
 import { EventEmitter } from 'node:events';
 import type { DeliveryListener, OutgoingMessage, Subscription, Transport, TransportCapabilities } from '../../transport/types.js';
 import { ConfirmedPublishing } from './confirmed-publishing.js';
-import { ConnectionManager } from './connection.js';
+import { ConnectionManager, raceAbort } from './connection.js';
 import { QueueDeclarations } from './declarations.js';
 import { ErrorQueueMarkers } from './error-queue-marker.js';
 import { TransportClosedError } from './errors.js';
 import { emptyStats, type EmitEvent, type RabbitMqStats, type RabbitMqTransportEvents } from './events.js';
 import { MAX_PREFETCH, resolveOptions, type RabbitMqConsumeOptions, type RabbitMqTransportOptions, type ResolvedOptions } from './options.js';
 import { RabbitMqOperations, type RabbitMqOperationsOptions } from './operations.js';
+import { checkQueueName } from './queue-access.js';
 import { Publisher } from './publisher.js';
 import { classifyRabbitMqSendError } from './send-errors.js';
 import { RabbitMqSubscription } from './subscription.js';
@@ -157,6 +158,27 @@ export class RabbitMqTransport implements Transport {
       return this.#publisher.send(queue, message);
     } catch (error) {
       return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Declares `errorQueue` now, as the first dead-letter into it would, on
+   * the connection that publishes dead-letters, within `confirmTimeoutMs`.
+   * An endpoint calls it as it starts, so that a cluster has the queue
+   * before any failure: a queue first declared while the cluster is split
+   * can be lost when it heals (see docs/rabbitmq.md, "Topology").
+   */
+  async prepareErrorQueue(errorQueue: string): Promise<void> {
+    this.#assertOpen('prepareErrorQueue');
+    checkQueueName(errorQueue);
+    const timeoutMs = this.#options.confirmTimeoutMs;
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const session = await this.#publishingConnection.whenReady(signal);
+      if (!this.#declarations.isReady(session, errorQueue)) await raceAbort(this.#declarations.declare(session, errorQueue, 'error'), signal);
+    } catch (error) {
+      if (!signal.aborted) throw error;
+      throw new Error(`rabbitmq: error queue '${errorQueue}' was not declared within confirmTimeoutMs (${timeoutMs} ms)`, { cause: error });
     }
   }
 

@@ -178,10 +178,6 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
           arguments: { 'x-max-length': max, 'x-overflow': 'reject-publish', ...(queueType === 'quorum' ? { 'x-queue-type': 'quorum' } : {}) },
         }),
       );
-    } else if (this.#networked) {
-      // Declared before the partitions, as a deployment declares its topology: autoheal can lose a queue declared
-      // while the cluster is split (see docs/fault-suite.md#partitions).
-      await this.#withChannel(this.#clientNode, (channel) => channel.assertQueue(errorQueue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
     }
     // On the network, the c1 clients (producers, odd workers) connect to one follower; the harness and c2 to the other.
     const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === CLIENT_MEMBERS[0] ? this.#c1Node : this.#clientNode);
