@@ -5,8 +5,8 @@
  * run's start to the last run's end, under the lease from the first start,
  * or until the first moment one of its runs saw the lease lost (its
  * `ctx.leaseExpired()`: a time that ran out, a RabbitMQ channel that
- * closed), whichever comes first. Two holds of one copy at once, within the earlier one's lease, are then
- * one of three kinds:
+ * closed), whichever comes first. Two holds of one copy at once, within
+ * the earlier one's lease, are then one of three kinds:
  *
  * - **repeated**: the later delivery's count is not higher than the
  *   earlier's, and another delivery of the copy carried that same count:

@@ -295,20 +295,22 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
    */
   async #errorIds(harness: RabbitMqTransport, errorQueue: string, storePath: string): Promise<string[]> {
     if (this.#nodes === 1) return ingestErrorIds(harness, errorQueue, storePath);
-    let ids: string[] = [];
-    for (let pass = 1; pass <= ERROR_INGEST_PASSES; pass++) {
+    const ingestWhenWhole = async () => {
       await until(`every node up and a leader for ${errorQueue}`, 60_000, async () => {
         if ((await this.cluster.running()).length < this.#nodes) return false;
         return this.cluster.leaderOf(errorQueue).then(() => true, () => false);
       }, 500).catch((error: Error) => this.#log(`${error.message}; ingesting anyway`));
-      const stored = await ingestErrorIds(harness, errorQueue, storePath);
-      if (pass > 1 && stored.length === ids.length) break;
-      if (pass > 1) this.#log(`${errorQueue}: ingest pass ${pass} found ${stored.length - ids.length} entries the passes before missed`);
+      return ingestErrorIds(harness, errorQueue, storePath);
+    };
+    let ids = await ingestWhenWhole();
+    for (let pass = 2; pass <= ERROR_INGEST_PASSES; pass++) {
+      const stored = await ingestWhenWhole();
+      if (stored.length === ids.length) break;
+      this.#log(`${errorQueue}: ingest pass ${pass} found ${stored.length - ids.length} entries the passes before missed`);
       ids = stored;
     }
     return ids;
   }
-
 
   /**
    * Reads every message still in the delay `levels` (given in the order

@@ -72,11 +72,12 @@ const endpoint = new Endpoint<{ i: number }>({
       if (leaseLostAt === undefined && context.leaseExpired()) leaseLostAt = Date.now();
     };
     try {
-      // The work, in steps that look at the lease, so the record says when this run learnt it was lost.
+      // The work; where runs are recorded, in steps that look at the lease, so the record says when this run learnt it was lost.
       const workUntil = startedAt + ((message.i * 7919) % (config.workMs + 1));
+      const step = holds ? LEASE_CHECK_MS : Infinity;
       for (let now = Date.now(); now < workUntil; now = Date.now()) {
         checkLease();
-        await sleep(Math.min(LEASE_CHECK_MS, workUntil - now));
+        await sleep(Math.min(step, workUntil - now));
       }
       const behaviour = behaviourOf(context.messageId, config.mix, config.seed);
       const replayed = context.headers[HEADER.replayCount] !== undefined;
