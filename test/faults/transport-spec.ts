@@ -60,6 +60,8 @@ export type TransportSpec =
       readonly connectionName: string;
       /** The channel consumers read through. Default the transport's (`redeliver`); the bare client's is `bare`. */
       readonly channel?: string;
+      /** The transport's `leaseMarkMs`. Default 0: leases count from arrival. */
+      readonly leaseMarkMs?: number;
     }
   | {
       readonly kind: 'rocketmq';
@@ -84,6 +86,7 @@ export function openSpec(spec: TransportSpec): Transport {
       httpAddresses: spec.httpAddresses,
       connectionName: spec.connectionName,
       channel: spec.channel,
+      leaseMarkMs: spec.leaseMarkMs,
       logger: outputLogger,
     });
   }

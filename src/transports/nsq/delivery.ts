@@ -95,15 +95,15 @@ export class NsqDelivery implements Delivery {
     readonly headers: Readonly<Headers>,
     /** The lease nsqd gives the connection (`msg_timeout`), in ms. */
     leaseMs: number,
-    /** When the message arrived, on `owner.clock`'s monotonic clock. */
-    arrivedAt: number,
+    /** When its lease started, on `owner.clock`'s monotonic clock: its arrival, or with lease marks no later than nsqd sent it. */
+    leaseStart: number,
   ) {
     this.#owner = owner;
     this.#link = link;
     this.#msg = msg;
     this.#leaseMs = leaseMs;
-    this.#deliveredAt = arrivedAt;
-    this.#leaseUntil = leaseEnd(arrivedAt, leaseMs);
+    this.#deliveredAt = leaseStart;
+    this.#leaseUntil = leaseEnd(leaseStart, leaseMs);
     this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError('nsq', queue, id) });
   }
 

@@ -40,7 +40,7 @@ export interface NsqjsConnection extends EventEmitter {
   close(): void;
   destroy(): void;
   /** The socket, once connecting. */
-  readonly conn: { destroyed: boolean; destroy(): void; cork(): void; uncork(): void } | null | undefined;
+  readonly conn: { destroyed: boolean; destroy(): void; cork(): void; uncork(): void; write(data: Uint8Array): boolean } | null | undefined;
 }
 
 export interface NsqjsWriterConnection extends NsqjsConnection {

@@ -41,6 +41,20 @@ export interface NsqTransportOptions {
    */
   readonly leaseMs?: number;
   /**
+   * How often each consuming connection sends nsqd a mark that bounds when
+   * the deliveries after it were sent: a FIN of an id nsqd never gave out,
+   * which nsqd answers with `E_FIN_FAILED` in order with the messages (and
+   * logs as an error line). With it, a delivery's lease counts from the send
+   * time of the last mark answered before the delivery arrived, not from
+   * its arrival, so a delivery the network held back arrives with its lease
+   * shortened by the delay, or over and dropped unhandled, instead of being
+   * handled beside the copy nsqd gave out again when its lease ran out.
+   * Each lease is then up to this interval (plus a round trip) shorter.
+   * From 10 ms to half of `leaseMs`; 0 turns the marks off and leases
+   * count from arrival. Default 0.
+   */
+  readonly leaseMarkMs?: number;
+  /**
    * With more nsqd connections than a subscription's prefetch, each
    * connection gets RDY 1 in turn; an idle one passes it on after this long.
    * Default 5 000 ms.
@@ -63,6 +77,7 @@ export const NSQ_DEFAULTS = {
   publishTimeoutMs: 5_000,
   heartbeatMs: 30_000,
   leaseMs: 30_000,
+  leaseMarkMs: 0,
   rdyRotateMs: 5_000,
 } as const;
 
@@ -78,6 +93,7 @@ export interface ResolvedNsqOptions {
   readonly publishTimeoutMs: number;
   readonly heartbeatMs: number;
   readonly leaseMs: number;
+  readonly leaseMarkMs: number;
   readonly rdyRotateMs: number;
   readonly clock: Clock;
   readonly random: Random;
@@ -95,6 +111,8 @@ export function resolveNsqOptions(options: NsqTransportOptions = {}): ResolvedNs
   if (typeof connectionName !== 'string' || connectionName.length === 0) throw new RangeError('NsqTransport: connectionName must be a non-empty string');
   const channel = options.channel ?? NSQ_DEFAULTS.channel;
   checkName(channel, 'channel', 'NsqTransport: channel');
+  const leaseMs = leaseOption('NsqTransport', 'leaseMs', options.leaseMs, NSQ_DEFAULTS.leaseMs);
+  const leaseMarkMs = options.leaseMarkMs === 0 || options.leaseMarkMs === undefined ? 0 : whole('leaseMarkMs (when not 0)', options.leaseMarkMs, 10, Math.max(10, Math.floor(leaseMs / 2)));
   return {
     nsqd,
     lookupd,
@@ -105,7 +123,8 @@ export function resolveNsqOptions(options: NsqTransportOptions = {}): ResolvedNs
     connectionBackoff: backoff,
     publishTimeoutMs: whole('publishTimeoutMs', options.publishTimeoutMs ?? NSQ_DEFAULTS.publishTimeoutMs, 1, MAX_TIMER_MS),
     heartbeatMs: whole('heartbeatMs', options.heartbeatMs ?? NSQ_DEFAULTS.heartbeatMs, 1_000, 60_000),
-    leaseMs: leaseOption('NsqTransport', 'leaseMs', options.leaseMs, NSQ_DEFAULTS.leaseMs),
+    leaseMs,
+    leaseMarkMs,
     rdyRotateMs: whole('rdyRotateMs', options.rdyRotateMs ?? NSQ_DEFAULTS.rdyRotateMs, 1, MAX_TIMER_MS),
     clock: options.clock ?? systemClock,
     random: options.random ?? systemRandom,

@@ -15,11 +15,27 @@ import { EVENT, readerConnection, type NsqjsConnection, type NsqjsMessage } from
 import type { NsqNode } from './nodes.js';
 import { splitAddress } from './options.js';
 
+/**
+ * The id of the lease mark: 16 bytes, as nsqd takes a FIN's id, and not
+ * hexadecimal, so never the id of a message nsqd gave out.
+ */
+export const LEASE_MARK_ID = 'redeliver-mark!!';
+const MARK_COMMAND = new TextEncoder().encode(`FIN ${LEASE_MARK_ID}\n`);
+
 /** One open connection of a link: deliveries that arrived on it settle on it, and are gone once it closes. */
 export class LinkConnection implements DeliveryLink {
   open = true;
   /** The RDY count last sent. */
   rdy = 0;
+  /**
+   * With lease marks, when the last mark answered was sent (monotonic):
+   * nsqd sent every message arriving after that answer later than this. At
+   * first the time the connection became ready, before any RDY went out.
+   */
+  #sentNoEarlierThan: number;
+  /** When the mark now on its way was sent, if one is. */
+  #markSentAt: number | undefined;
+
   constructor(
     readonly address: string,
     readonly connection: NsqjsConnection,
@@ -27,9 +43,39 @@ export class LinkConnection implements DeliveryLink {
     readonly msgTimeoutMs: number,
     readonly maxLeaseMs: number,
     readonly maxRdyCount: number,
-  ) {}
+    readonly clock: Clock,
+    /** Whether this connection sends lease marks (`leaseMarkMs` above 0). */
+    readonly marked: boolean,
+  ) {
+    this.#sentNoEarlierThan = clock.monotonic();
+  }
 
   #corked = false;
+
+  /**
+   * When a lease of a message arriving now starts, on the monotonic clock:
+   * with lease marks, the send time of the last mark answered (nsqd started
+   * the message's timeout no earlier); without, now.
+   */
+  leaseStart(): number {
+    return this.marked ? this.#sentNoEarlierThan : this.clock.monotonic();
+  }
+
+  /** Sends a lease mark, unless one is still on its way. */
+  sendMark(): void {
+    const socket = this.connection.conn;
+    if (!this.open || this.#markSentAt !== undefined || socket == null || socket.destroyed) return;
+    this.#markSentAt = this.clock.monotonic();
+    socket.write(MARK_COMMAND);
+  }
+
+  /** nsqd's answer to a frame-level error: true when it was the mark's (and is taken as its answer). */
+  takeMarkAnswer(error: Error): boolean {
+    if (!error.message.includes(LEASE_MARK_ID)) return false;
+    if (this.#markSentAt !== undefined) this.#sentNoEarlierThan = this.#markSentAt;
+    this.#markSentAt = undefined;
+    return true;
+  }
 
   /**
    * Runs `send` (a FIN or REQ, which nsqd does not answer) with the socket
@@ -64,6 +110,8 @@ export interface ReaderLinkOptions {
   readonly leaseMs: number;
   readonly connectionName: string;
   readonly heartbeatMs: number;
+  /** Between two lease marks on a connection (`leaseMarkMs`); 0 for none. */
+  readonly leaseMarkMs: number;
   readonly backoff: Backoff;
   readonly clock: Clock;
   readonly random: Random;
@@ -140,6 +188,14 @@ export class ReaderLink {
     }
   }
 
+  /** Sends `link` a lease mark every `intervalMs` while it is open. */
+  async #mark(link: LinkConnection, intervalMs: number): Promise<void> {
+    while (link.open && !this.#closing.signal.aborted) {
+      link.sendMark();
+      await this.#o.clock.sleep(intervalMs, this.#closing.signal).catch(() => undefined);
+    }
+  }
+
   /** One connection, from connect to close: resolves true when it got as far as subscribed, once it closed. */
   async #connectOnce(): Promise<boolean> {
     const o = this.#o;
@@ -161,14 +217,19 @@ export class ReaderLink {
     return new Promise<boolean>((resolve) => {
       let link: LinkConnection | undefined;
       socket.on(EVENT.error, (error: Error) => {
+        if (link?.takeMarkAnswer(error) === true) return;
         o.logger?.warn({ nsqd: this.address, topic: o.topic, error: String(error) }, `nsq: consuming ${o.topic} from ${this.address}: ${String(error)}`);
       });
       socket.on(EVENT.connectionError, () => undefined);
       socket.once(EVENT.ready, () => {
-        link = new LinkConnection(this.address, socket, socket.msgTimeout || msgTimeout, socket.maxMsgTimeout || limits.maxLeaseMs, socket.maxRdyCount || limits.maxRdyCount);
+        link = new LinkConnection(this.address, socket, socket.msgTimeout || msgTimeout, socket.maxMsgTimeout || limits.maxLeaseMs, socket.maxRdyCount || limits.maxRdyCount, o.clock, o.leaseMarkMs > 0);
         this.#current = link;
-        if (this.#closing.signal.aborted) socket.close();
-        else o.onReady(link);
+        if (this.#closing.signal.aborted) {
+          socket.close();
+          return;
+        }
+        if (link.marked) void this.#mark(link, Math.max(10, Math.min(o.leaseMarkMs, Math.floor(link.msgTimeoutMs / 2))));
+        o.onReady(link);
       });
       socket.on(EVENT.message, (msg: NsqjsMessage) => {
         if (link !== undefined) o.onMessage(link, msg);

@@ -13,6 +13,7 @@
  */
 import type { Logger } from '../../logger.js';
 import type { Clock } from '../../time/clock.js';
+import { leaseEnd } from '../../transport/lease.js';
 import type { DeliveryListener, Headers, Subscription } from '../../transport/types.js';
 import { unwrap, type Unwrapped } from './codec.js';
 import { NsqDelivery, type DeliveryOwner } from './delivery.js';
@@ -48,6 +49,7 @@ interface Waiting {
   readonly link: LinkConnection;
   readonly msg: NsqjsMessage;
   readonly unwrapped: Unwrapped;
+  /** When its lease started (`LinkConnection.leaseStart`). */
   readonly at: number;
 }
 
@@ -170,6 +172,7 @@ export class NsqSubscription implements Subscription {
       leaseMs: this.#o.leaseMs,
       connectionName: o.connectionName,
       heartbeatMs: o.heartbeatMs,
+      leaseMarkMs: o.leaseMarkMs,
       backoff: o.connectionBackoff,
       clock: o.clock,
       random: o.random,
@@ -231,9 +234,15 @@ export class NsqSubscription implements Subscription {
       msg.requeue(0, false);
       return;
     }
-    const at = this.#clock.monotonic();
+    const at = link.leaseStart();
     if (this.#state === 'paused') {
       msg.requeue(0, false);
+      return;
+    }
+    if (this.#leaseOver(link, at)) {
+      // Held back on the way for longer than its lease: nsqd has given it out again, or is about to. No REQ: by
+      // now nsqd may have given it out again on this very connection, and a REQ would take that delivery back.
+      this.#logger?.warn({ queue: this.#o.queue, nsqId: msg.id, attempts: msg.attempts, nsqd: link.address }, `nsq: message ${msg.id} on ${this.#o.queue} reached us after its lease ran out (sent by ${link.address} before the last lease mark it answered); left for nsqd to give out again`);
       return;
     }
     const unwrapped = unwrap(msg.body);
@@ -266,9 +275,19 @@ export class NsqSubscription implements Subscription {
   #handOutWaiting(): void {
     while (this.#state === 'running' && this.#held < this.#prefetch && this.#waiting.length > 0) {
       const { link, msg, unwrapped, at } = this.#waiting.shift()!;
-      if (!link.open || this.#clock.monotonic() > at + link.msgTimeoutMs) continue; // nsqd offers it again
+      if (!link.open || this.#leaseOver(link, at)) continue; // nsqd offers it again
       this.#handOut(link, msg, unwrapped, at);
     }
+  }
+
+  /** Whether the lease of a message on `link` that started at `at` has run out (less the margin for the time on the wire). */
+  #leaseOver(link: LinkConnection, at: number): boolean {
+    return this.#clock.monotonic() > leaseEnd(at, this.#leaseMs(link));
+  }
+
+  /** The lease of the deliveries on `link`: the subscription's, within what nsqd gave the connection. */
+  #leaseMs(link: LinkConnection): number {
+    return Math.min(this.#o.leaseMs, link.msgTimeoutMs);
   }
 
   #giveBackWaiting(): void {
@@ -298,8 +317,7 @@ export class NsqSubscription implements Subscription {
         this.#logger?.warn({ queue: o.queue, nsqId: msg.id }, `nsq: queue ${o.queue} has messages not written by redeliver (no envelope); they are delivered as they are, with NSQ's id and attempts`);
       }
     }
-    const leaseMs = Math.min(o.leaseMs, link.msgTimeoutMs);
-    const delivery = new NsqDelivery(this.#owner, link, msg, o.queue, id, body, headers, leaseMs, at);
+    const delivery = new NsqDelivery(this.#owner, link, msg, o.queue, id, body, headers, this.#leaseMs(link), at);
     this.#held += 1;
     try {
       o.listener(delivery);

@@ -65,6 +65,13 @@ const BARE_CHANNEL = 'bare';
 const BARE_SCENARIOS = ['broker-kill', 'broker-restart'];
 /** A pending-id read ends once no message came for this long. */
 const READ_IDLE_MS = 1_500;
+/**
+ * Between two lease marks of a partition row's workers: each lease (2 s)
+ * then counts from no later than nsqd sent the message, at most this plus
+ * a round trip before its arrival, so a delivery a cut held back is not
+ * handled beside the copy nsqd gave out again.
+ */
+const LEASE_MARK_MS = 100;
 
 const SKIPS: Record<string, string> = {
   'memory-alarm': 'nsqd has no memory alarm: past --mem-queue-size a topic writes to its disk queue, and nothing refuses a publish for memory',
@@ -174,10 +181,10 @@ export class NsqFaultAdapter implements FaultAdapter {
     const direct = (node: number) => ({ [nodes.tcpAddress(node)]: nodes.httpAddress(node) });
     let spec: (role: string, node?: number) => TransportSpec;
     if (this.#networked) {
-      // Workers find both nsqd through nsqlookupd; the producer sends to both in turn.
+      // Workers find both nsqd through nsqlookupd, and bound each lease by a lease mark (see LEASE_MARK_MS); the producer sends to both in turn.
       spec = (role) => {
         const base = { kind: 'nsq', connectionName: `${label}-${role}`, httpAddresses: { ...direct(1), ...direct(2) } } as const;
-        return role.startsWith('worker') ? { ...base, nsqd: [], lookupd: [nodes.lookupdHttpAddress] } : { ...base, nsqd: [nodes.tcpAddress(1), nodes.tcpAddress(2)] };
+        return role.startsWith('worker') ? { ...base, nsqd: [], lookupd: [nodes.lookupdHttpAddress], leaseMarkMs: LEASE_MARK_MS } : { ...base, nsqd: [nodes.tcpAddress(1), nodes.tcpAddress(2)] };
       };
     } else if (options.discovery) {
       // Workers find both nsqd through nsqlookupd; each producer sends to the node it is given.
