@@ -80,7 +80,7 @@ export class NsqDelivery implements Delivery {
   readonly #link: DeliveryLink;
   readonly #msg: NsqjsMessage;
   readonly #leaseMs: number;
-  readonly #deliveredAt: number;
+  readonly #leaseStart: number;
   readonly #once: SettleOnce;
   #leaseUntil: number;
   #keepAlive: AbortController | undefined;
@@ -102,7 +102,7 @@ export class NsqDelivery implements Delivery {
     this.#link = link;
     this.#msg = msg;
     this.#leaseMs = leaseMs;
-    this.#deliveredAt = leaseStart;
+    this.#leaseStart = leaseStart;
     this.#leaseUntil = leaseEnd(leaseStart, leaseMs);
     this.#once = new SettleOnce({ free: () => owner.settled(), alreadySettled: () => new AlreadySettledError('nsq', queue, id) });
   }
@@ -200,7 +200,7 @@ export class NsqDelivery implements Delivery {
   #touch(): void {
     const now = this.#owner.clock.monotonic();
     this.#msg.touch();
-    const hardEnd = leaseEnd(this.#deliveredAt, this.#link.maxLeaseMs);
+    const hardEnd = leaseEnd(this.#leaseStart, this.#link.maxLeaseMs);
     this.#leaseUntil = Math.max(this.#leaseUntil, Math.min(leaseEnd(now, this.#leaseMs), hardEnd));
   }
 

@@ -239,7 +239,8 @@ export class NsqSubscription implements Subscription {
       msg.requeue(0, false);
       return;
     }
-    if (this.#leaseOver(link, at)) {
+    // Only a lease counted from a mark can be over on arrival: one counted from now cannot.
+    if (link.marked && this.#leaseOver(link, at)) {
       // Held back on the way for longer than its lease: nsqd has given it out again, or is about to. No REQ: by
       // now nsqd may have given it out again on this very connection, and a REQ would take that delivery back.
       this.#logger?.warn({ queue: this.#o.queue, nsqId: msg.id, attempts: msg.attempts, nsqd: link.address }, `nsq: message ${msg.id} on ${this.#o.queue} reached us after its lease ran out (sent by ${link.address} before the last lease mark it answered); left for nsqd to give out again`);
