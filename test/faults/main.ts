@@ -23,7 +23,7 @@ import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
-import { runScenario, skipReasonOf, type ScenarioResult } from './run.js';
+import { rowFailure, runScenario, skipReasonOf, type ScenarioResult } from './run.js';
 import { networkUnavailableReason } from './network/ip.js';
 import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
@@ -151,9 +151,11 @@ for (const make of adapters) {
         failures++;
         result = { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, notes: [`could not run: ${(error as Error).stack}`] };
       }
-      // Where the broker loses messages by design, the bare client beside redeliver says how many: redeliver may not lose more.
-      // A failover without waitReplicas may lose what asynchronous replication had not copied yet: measured, not a failure.
-      if ((result.lost > (result.bareLost ?? 0) && result.waitReplicas !== 0) || (result.overlaps ?? 0) > 0) failures++;
+      const failure = rowFailure(result);
+      if (failure !== undefined) {
+        failures++;
+        log(`  FAILED: ${failure}`);
+      }
       results.push(result);
       log(formatRow(result));
     }

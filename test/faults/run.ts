@@ -55,7 +55,26 @@ export interface ScenarioResult {
   /** A failover row's set-up (`sentinel`, `cluster`) and the `waitReplicas` its processes used. */
   readonly setup?: string;
   readonly waitReplicas?: number;
+  /** Why the scenario stopped before its fault ran as designed (a child that exited at start, a step that threw). A failure. */
+  readonly stoppedEarly?: string;
   readonly notes?: readonly string[];
+}
+
+/**
+ * Why a row fails, or undefined when it passes: redeliver lost more than
+ * the broker's bare client beside it (where there is one; a failover
+ * without `waitReplicas` may lose what asynchronous replication had not
+ * copied yet: measured, not a failure), held a message twice at once, did
+ * not run its scenario through, or left messages pending that nothing
+ * handled until it gave up.
+ */
+export function rowFailure(result: ScenarioResult): string | undefined {
+  if (result.skipped !== undefined) return undefined;
+  if (result.lost > (result.bareLost ?? 0) && result.waitReplicas !== 0) return `lost ${result.lost}`;
+  if ((result.overlaps ?? 0) > 0) return `two holders ${result.overlaps}`;
+  if (result.stoppedEarly !== undefined) return `stopped early: ${result.stoppedEarly}`;
+  if (result.recoverySeconds === null && (result.pending ?? 0) > 0) return `${result.pending} messages left pending, never handled`;
+  return undefined;
 }
 
 /** Options of {@link runScenario}. */
@@ -108,11 +127,13 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
   const stallMs = options.stallMs ?? adapter.stallMs ?? 200_000;
   const drainTimeoutMs = options.drainTimeoutMs ?? 300_000;
   options.log(`${adapter.transport} ${scenario.name}: ${scenario.title} (${workload.messages} messages${twin ? ', the bare client beside it' : ''}, evidence in ${dir})`);
+  let stoppedEarly: string | undefined;
   try {
     try {
       await scenario.run(context);
     } catch (error) {
-      context.note(`scenario stopped early: ${(error as Error).message}`);
+      stoppedEarly = String((error as Error | null)?.message ?? error);
+      context.note(`scenario stopped early: ${stoppedEarly}`);
     }
     context.lastFaultAt ??= Date.now();
     if (twin) twin.lastFaultAt = context.lastFaultAt;
@@ -123,10 +144,11 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     ]);
     await context.stopWorkers();
     const result = await evidence(context, scenario);
-    if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...oneHolder(context) };
+    const early = stoppedEarly === undefined ? {} : { stoppedEarly };
+    if (!twin) return { ...row(scenario, adapter, result, recoverySeconds, context), ...early, ...oneHolder(context) };
     const bare = await evidence(twin, scenario);
     context.note(`bare client: ${bare.lost.length} of ${bare.messages} lost, ${bare.duplicates} duplicates, recovery ${bareRecoverySeconds === null ? 'never' : `${bareRecoverySeconds} s`}${twin.notes.length > 0 ? ` (${twin.notes.join('; ')})` : ''}`);
-    return { ...row(scenario, adapter, result, recoverySeconds, context), bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates, ...oneHolder(context) };
+    return { ...row(scenario, adapter, result, recoverySeconds, context), ...early, bareMessages: bare.messages, bareLost: bare.lost.length, bareDuplicates: bare.duplicates, ...oneHolder(context) };
   } finally {
     await context.killWorkers();
     await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.kill9()));

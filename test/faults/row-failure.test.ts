@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { rowFailure, type ScenarioResult } from './run.js';
+
+const passing: ScenarioResult = { name: 'worker-kill', transport: 'sqlite', messages: 100, lost: 0, duplicates: 2, recoverySeconds: 3.1, pending: 0 };
+
+describe('a fault row fails', () => {
+  it('passes a row that lost nothing, held nothing twice and drained', () => {
+    expect(rowFailure(passing)).toBeUndefined();
+  });
+
+  it('when redeliver lost more than the bare client beside it', () => {
+    expect(rowFailure({ ...passing, lost: 3 })).toBe('lost 3');
+    expect(rowFailure({ ...passing, lost: 3, bareLost: 3 })).toBeUndefined();
+    expect(rowFailure({ ...passing, lost: 4, bareLost: 3 })).toBe('lost 4');
+  });
+
+  it('not when a failover without waitReplicas lost what replication had not copied', () => {
+    expect(rowFailure({ ...passing, lost: 12, waitReplicas: 0 })).toBeUndefined();
+    expect(rowFailure({ ...passing, lost: 12, waitReplicas: 1 })).toBe('lost 12');
+  });
+
+  it('when a message was in two handlers at once', () => {
+    expect(rowFailure({ ...passing, overlaps: 1 })).toBe('two holders 1');
+  });
+
+  it('when the scenario stopped before its fault ran through', () => {
+    expect(rowFailure({ ...passing, stoppedEarly: 'worker-1 exited at start with code 1' })).toBe('stopped early: worker-1 exited at start with code 1');
+  });
+
+  it('when it never drained and messages were left pending; not when the never-drained ones are lost to the broker', () => {
+    expect(rowFailure({ ...passing, recoverySeconds: null, pending: 100 })).toBe('100 messages left pending, never handled');
+    expect(rowFailure({ ...passing, recoverySeconds: null, pending: 0, lost: 5, bareLost: 5 })).toBeUndefined();
+  });
+
+  it('never when the scenario was skipped', () => {
+    expect(rowFailure({ ...passing, recoverySeconds: null, pending: 3, skipped: 'needs root' })).toBeUndefined();
+  });
+});
