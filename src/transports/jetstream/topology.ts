@@ -221,7 +221,13 @@ export class Topology {
     return pending;
   }
 
-  /** Looks the thing up; creates it when missing; looks again when creating failed because someone else made it meanwhile. */
+  /**
+   * Looks the thing up; creates it when missing. When creating fails, looks
+   * again for up to `apiTimeoutMs`: someone else made it meanwhile, or the
+   * cluster is still electing the new stream's leader (a create can time
+   * out while the group elects, and lookups go unanswered until it has
+   * one). Rejects with the create's error when the thing is not there.
+   */
   async #lookUpOrCreate<T>(info: () => Promise<T>, add: () => Promise<T>): Promise<T> {
     try {
       return await info();
@@ -231,11 +237,20 @@ export class Topology {
     try {
       return await add();
     } catch (error) {
+      return this.#lookAgain(info, error);
+    }
+  }
+
+  async #lookAgain<T>(info: () => Promise<T>, addError: unknown): Promise<T> {
+    const clock = this.#options.clock;
+    const deadline = clock.monotonic() + this.#options.apiTimeoutMs;
+    for (;;) {
       try {
         return await info();
-      } catch {
-        throw error;
+      } catch (error) {
+        if (isNotFound(error) || clock.monotonic() >= deadline) throw addError;
       }
+      await clock.sleep(LEADER_POLL_MS);
     }
   }
 
