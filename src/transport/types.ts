@@ -165,8 +165,10 @@ export interface Transport {
   send(queue: string, message: OutgoingMessage): Promise<void>;
   /**
    * Makes `errorQueue` exist now, before the first dead-letter needs it,
-   * where the broker needs a queue declared before it holds messages
-   * (RabbitMQ). An endpoint calls it as it starts; elsewhere absent.
+   * where the broker needs a queue made before it holds messages (a
+   * RabbitMQ queue, a JetStream stream): on a cluster, one first made while
+   * the cluster is cut apart may not survive the heal. An endpoint calls it
+   * as it starts; elsewhere absent.
    */
   prepareErrorQueue?(errorQueue: string): Promise<void>;
   /** Start delivering messages from `queue` to `listener`. */

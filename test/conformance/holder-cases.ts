@@ -44,8 +44,12 @@ interface Observed {
 /** `transport`, with what endpoints do on it noted in `seen`: the lease of its deliveries, and flow control's prefetch changes and pauses. */
 function observed(transport: Transport, seen: Observed): Transport {
   return new Proxy(transport, {
-    get(target, key, receiver) {
-      if (key !== 'consume') return Reflect.get(target, key, receiver) as unknown;
+    get(target, key) {
+      if (key !== 'consume') {
+        // Methods run on the transport itself: its private fields are not the proxy's.
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      }
       const consume: Transport['consume'] = async (queue, listener, options) => {
         const sub = await target.consume(queue, (d) => {
           seen.leaseMs = leaseOf(d);

@@ -128,6 +128,18 @@ export class JetStreamTransport implements Transport {
     }
   }
 
+  /**
+   * Makes `errorQueue`'s stream now, as the first dead-letter into it
+   * would. An endpoint calls it as it starts, so that a cluster has the
+   * stream before any failure, not first made while the cluster is cut
+   * apart.
+   */
+  async prepareErrorQueue(errorQueue: string): Promise<void> {
+    checkQueue(errorQueue, 'prepareErrorQueue');
+    this.#checkOpen('prepareErrorQueue');
+    await (await this.topology()).queue(errorQueue, 'error');
+  }
+
   async consume(queue: string, listener: DeliveryListener, options: ConsumeOptions): Promise<Subscription> {
     const prefetch = checkConsume(queue, listener, options, () => this.#checkOpen('consume'));
     const o = this.#options;
