@@ -23,7 +23,7 @@ import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
-import { rowFailure, runScenario, skipReasonOf, type ScenarioResult } from './run.js';
+import { rowFailure, rowStall, runScenario, skipReasonOf, type ScenarioResult } from './run.js';
 import { networkUnavailableReason } from './network/ip.js';
 import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
@@ -156,6 +156,8 @@ for (const make of adapters) {
         failures++;
         log(`  FAILED: ${failure}`);
       }
+      const stall = rowStall(result);
+      if (stall !== undefined) log(`  STALLED (reported, not a failure yet): ${stall}`);
       results.push(result);
       log(formatRow(result));
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rowFailure, type ScenarioResult } from './run.js';
+import { rowFailure, rowStall, type ScenarioResult } from './run.js';
 
 const passing: ScenarioResult = { name: 'worker-kill', transport: 'sqlite', messages: 100, lost: 0, duplicates: 2, recoverySeconds: 3.1, pending: 0 };
 
@@ -27,12 +27,16 @@ describe('a fault row fails', () => {
     expect(rowFailure({ ...passing, stoppedEarly: 'worker-1 exited at start with code 1' })).toBe('stopped early: worker-1 exited at start with code 1');
   });
 
-  it('when it never drained and messages were left pending; not when the never-drained ones are lost to the broker', () => {
-    expect(rowFailure({ ...passing, recoverySeconds: null, pending: 100 })).toBe('100 messages left pending, never handled');
-    expect(rowFailure({ ...passing, recoverySeconds: null, pending: 0, lost: 5, bareLost: 5 })).toBeUndefined();
+  it('not when it never drained with messages left pending: that is a stall, reported apart', () => {
+    const stalled = { ...passing, recoverySeconds: null, pending: 100 };
+    expect(rowFailure(stalled)).toBeUndefined();
+    expect(rowStall(stalled)).toBe('100 messages left pending, never handled');
+    expect(rowStall({ ...passing, recoverySeconds: null, pending: 0, lost: 5, bareLost: 5 })).toBeUndefined();
+    expect(rowStall({ ...passing, pending: 8 })).toBeUndefined();
   });
 
   it('never when the scenario was skipped', () => {
     expect(rowFailure({ ...passing, recoverySeconds: null, pending: 3, skipped: 'needs root' })).toBeUndefined();
+    expect(rowStall({ ...passing, recoverySeconds: null, pending: 3, skipped: 'needs root' })).toBeUndefined();
   });
 });
