@@ -63,6 +63,32 @@ describe.skipIf(Boolean(skip))('JetStream: the error queue exists from the start
     await endpoint.stop();
   });
 
+  it('an error stream deleted after the start is made again by the next dead-letter', async () => {
+    const t = open();
+    const endpoint = new Endpoint({
+      name: 'eqstart',
+      queue: 'work2',
+      transport: t,
+      recoverability: { immediateRetries: 0, delayedRetries: 0, errorQueue: 'failed2' },
+      handler: async () => {
+        throw new Error('always fails');
+      },
+    });
+    await endpoint.start();
+    const nc = await connect({ servers: NATS_URL, reconnect: false });
+    try {
+      await (await jetstreamManager(nc)).streams.delete(new JetStreamNames(prefix).of('failed2').stream);
+    } finally {
+      await nc.close();
+    }
+    expect(await exists('failed2')).toBe(false);
+    const deadLettered = new Promise<string>((resolve) => endpoint.on('deadLettered', (e) => resolve(e.messageId)));
+    await t.send('work2', { id: 'm-2', body: new TextEncoder().encode('{}'), headers: {} });
+    expect(await deadLettered).toBe('m-2');
+    expect(await t.errorQueue.count('failed2')).toBe(1);
+    await endpoint.stop();
+  });
+
   it('a transport closed before the endpoint starts fails the start, naming the call', async () => {
     const t = open();
     await t.close();

@@ -205,17 +205,28 @@ export class JetStreamTransport implements Transport {
   #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settling' | 'settled'> {
     const names = this.names;
     const flush = new TurnFlush(clients.nc, this.#options.apiTimeoutMs, this.#options.clock);
+    /** The error queue of each error-queue subject used here: a copy that finds its stream deleted makes it again. */
+    const errorQueues = new Map<string, string>();
     return {
       clock: this.#options.clock,
       confirm: (reply, payload) => flush.publish(reply, payload),
       publish: (subject, body, headers, msgID) =>
         this.#publish(subject, body, headers, msgID, async () => {
-          if (subject.startsWith(`${names.prefix}.d.`)) {
+          const errorQueue = errorQueues.get(subject);
+          if (errorQueue !== undefined) {
+            topology.forget(errorQueue);
+            await topology.queue(errorQueue, 'error');
+            await topology.awaitLeader(errorQueue);
+          } else if (subject.startsWith(`${names.prefix}.d.`)) {
             topology.forgetDelays();
             await topology.delayStream();
           }
         }),
-      errorQueueSubject: async (errorQueue) => (await topology.queue(errorQueue, 'error')).subject,
+      errorQueueSubject: async (errorQueue) => {
+        const { subject } = await topology.queue(errorQueue, 'error');
+        errorQueues.set(subject, errorQueue);
+        return subject;
+      },
       copyTooLarge: (operation, id, queue, error, instead) => {
         this.#options.logger?.error(
           { messageId: id, queue, operation, bytes: error.bytes, maxPayload: error.maxPayload },
