@@ -4,7 +4,7 @@
  * dead-letter while the cluster is cut apart may not survive the heal. A
  * prefix of this test's own, deleted afterwards.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Endpoint } from '../../src/endpoint/endpoint.js';
@@ -28,31 +28,39 @@ describe.skipIf(Boolean(skip))('JetStream: the error queue exists from the start
     await deleteJetStreamPrefix(prefix);
   });
 
-  /** Whether the stream of `queue` exists on the server. */
-  const exists = async (queue: string): Promise<boolean> => {
+  /** Runs `use` with a stream manager on a connection of its own. */
+  const withManager = async <T>(use: (jsm: JetStreamManager) => Promise<T>): Promise<T> => {
     const nc = await connect({ servers: NATS_URL, reconnect: false });
     try {
-      const jsm = await jetstreamManager(nc);
-      return await jsm.streams.info(new JetStreamNames(prefix).of(queue).stream).then(
-        () => true,
-        () => false,
-      );
+      return await use(await jetstreamManager(nc));
     } finally {
       await nc.close();
     }
   };
-
-  it('an endpoint makes its error stream as it starts, before any failure, and then dead-letters into it', async () => {
-    const t = open();
-    const endpoint = new Endpoint({
+  const streamOf = (queue: string) => new JetStreamNames(prefix).of(queue).stream;
+  /** Whether the stream of `queue` exists on the server. */
+  const exists = (queue: string): Promise<boolean> =>
+    withManager((jsm) =>
+      jsm.streams.info(streamOf(queue)).then(
+        () => true,
+        () => false,
+      ),
+    );
+  /** An endpoint on `t` whose handler always fails, with no retries: each message goes to `errorQueue`. */
+  const failingEndpoint = (t: JetStreamTransport, queue: string, errorQueue: string) =>
+    new Endpoint({
       name: 'eqstart',
-      queue: 'work',
+      queue,
       transport: t,
-      recoverability: { immediateRetries: 0, delayedRetries: 0, errorQueue: 'failed' },
+      recoverability: { immediateRetries: 0, delayedRetries: 0, errorQueue },
       handler: async () => {
         throw new Error('always fails');
       },
     });
+
+  it('an endpoint makes its error stream as it starts, before any failure, and then dead-letters into it', async () => {
+    const t = open();
+    const endpoint = failingEndpoint(t, 'work', 'failed');
     expect(await exists('failed')).toBe(false);
     await endpoint.start();
     expect(await exists('failed')).toBe(true);
@@ -65,22 +73,9 @@ describe.skipIf(Boolean(skip))('JetStream: the error queue exists from the start
 
   it('an error stream deleted after the start is made again by the next dead-letter', async () => {
     const t = open();
-    const endpoint = new Endpoint({
-      name: 'eqstart',
-      queue: 'work2',
-      transport: t,
-      recoverability: { immediateRetries: 0, delayedRetries: 0, errorQueue: 'failed2' },
-      handler: async () => {
-        throw new Error('always fails');
-      },
-    });
+    const endpoint = failingEndpoint(t, 'work2', 'failed2');
     await endpoint.start();
-    const nc = await connect({ servers: NATS_URL, reconnect: false });
-    try {
-      await (await jetstreamManager(nc)).streams.delete(new JetStreamNames(prefix).of('failed2').stream);
-    } finally {
-      await nc.close();
-    }
+    await withManager((jsm) => jsm.streams.delete(streamOf('failed2')));
     expect(await exists('failed2')).toBe(false);
     const deadLettered = new Promise<string>((resolve) => endpoint.on('deadLettered', (e) => resolve(e.messageId)));
     await t.send('work2', { id: 'm-2', body: new TextEncoder().encode('{}'), headers: {} });

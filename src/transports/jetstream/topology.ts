@@ -154,6 +154,13 @@ export class Topology {
     }
   }
 
+  /** Makes `queue`'s stream again when a publish found none: forgets it, looks it up or makes it as `kind`, and waits for its leader. */
+  async remake(queue: string, kind: JetStreamQueueKind): Promise<void> {
+    this.forget(queue);
+    await this.queue(queue, kind);
+    await this.awaitLeader(queue);
+  }
+
   /** Forgets what was made for `queue`, so the next use looks it up again (after the stream was deleted). */
   forget(queue: string): void {
     const names = this.names.of(queue);

@@ -117,11 +117,7 @@ export class JetStreamTransport implements Transport {
       return;
     }
     try {
-      await this.#publish(names.subject, body, hdrs, sendMsgId(id, headers), async () => {
-        topology.forget(queue);
-        await topology.queue(queue, 'work');
-        await topology.awaitLeader(queue);
-      });
+      await this.#publish(names.subject, body, hdrs, sendMsgId(id, headers), () => topology.remake(queue, 'work'));
     } catch (error) {
       if (classifyJetStreamSendError(error) === 'throttled') throw new QueueFullError(queue, String((error as Error | null)?.message ?? error));
       throw error;
@@ -205,28 +201,20 @@ export class JetStreamTransport implements Transport {
   #settlement(clients: JetStreamClients, topology: Topology): Omit<DeliveryOwner, 'settling' | 'settled'> {
     const names = this.names;
     const flush = new TurnFlush(clients.nc, this.#options.apiTimeoutMs, this.#options.clock);
-    /** The error queue of each error-queue subject used here: a copy that finds its stream deleted makes it again. */
-    const errorQueues = new Map<string, string>();
     return {
       clock: this.#options.clock,
       confirm: (reply, payload) => flush.publish(reply, payload),
       publish: (subject, body, headers, msgID) =>
         this.#publish(subject, body, headers, msgID, async () => {
-          const errorQueue = errorQueues.get(subject);
-          if (errorQueue !== undefined) {
-            topology.forget(errorQueue);
-            await topology.queue(errorQueue, 'error');
-            await topology.awaitLeader(errorQueue);
-          } else if (subject.startsWith(`${names.prefix}.d.`)) {
+          // A settlement publishes to the delay stream or to an error queue: a queue's subject here is an error queue's.
+          const errorQueue = names.queueOfSubject(subject);
+          if (errorQueue !== undefined) await topology.remake(errorQueue, 'error');
+          else if (subject.startsWith(`${names.prefix}.d.`)) {
             topology.forgetDelays();
             await topology.delayStream();
           }
         }),
-      errorQueueSubject: async (errorQueue) => {
-        const { subject } = await topology.queue(errorQueue, 'error');
-        errorQueues.set(subject, errorQueue);
-        return subject;
-      },
+      errorQueueSubject: async (errorQueue) => (await topology.queue(errorQueue, 'error')).subject,
       copyTooLarge: (operation, id, queue, error, instead) => {
         this.#options.logger?.error(
           { messageId: id, queue, operation, bytes: error.bytes, maxPayload: error.maxPayload },
