@@ -97,7 +97,7 @@ export function openSpec(spec: TransportSpec): Transport {
       prefix: spec.prefix,
       replicas: spec.replicas,
       connectionOptions: { ignoreClusterUpdates: true },
-      logger: outputLogger,
+      logger: { ...outputLogger, debug: outputLine('debug') },
     });
   }
   if (spec.kind === 'rocketmq') {
@@ -134,10 +134,15 @@ function openRedis(spec: Extract<TransportSpec, { kind: 'redis' }>): Transport {
 
 /** Writes the transport's log lines, time-stamped, to the process's output (a child's `.out` file in the evidence). */
 const outputLogger: Logger = {
-  info: (fields, message) => console.error(`${new Date().toISOString()} info ${message} ${JSON.stringify(fields)}`),
-  warn: (fields, message) => console.error(`${new Date().toISOString()} warn ${message} ${JSON.stringify(fields)}`),
-  error: (fields, message) => console.error(`${new Date().toISOString()} error ${message} ${JSON.stringify(fields)}`),
+  info: outputLine('info'),
+  warn: outputLine('warn'),
+  error: outputLine('error'),
 };
+
+/** One level's lines, as {@link outputLogger} writes them. */
+function outputLine(level: string): (fields: object, message: string) => void {
+  return (fields, message) => console.error(`${new Date().toISOString()} ${level} ${message} ${JSON.stringify(fields)}`);
+}
 
 /** The same spec, with the connection named `connectionName` (every transport but SQLite, which has no connection). */
 export function named(spec: TransportSpec, connectionName: string): TransportSpec {

@@ -26,6 +26,7 @@ import type { Clock } from '../../time/clock.js';
 import { parseAckSubject } from './ack-subject.js';
 import { DELAY_HEADER, ID_HEADER } from './codec.js';
 import type { QueueNames } from './names.js';
+import { logStored } from './publish-log.js';
 import { Puller } from './puller.js';
 import type { ServerClock } from './server-clock.js';
 import { DELAY_ACK_WAIT_MS } from './topology.js';
@@ -138,8 +139,9 @@ export class DelayMover {
       this.#nak(msg, Math.max(1, due - ((await this.#serverNow(id)) ?? now)));
       return;
     }
+    const msgID = `${id}|m|${info.streamSeq}`;
     try {
-      await this.#o.js.publish(this.#o.names.subject, msg.data, { headers: copyHeaders(msg), msgID: `${id}|m|${info.streamSeq}`, timeout: this.#o.apiTimeoutMs });
+      logStored(this.#o.logger, await this.#o.js.publish(this.#o.names.subject, msg.data, { headers: copyHeaders(msg), msgID, timeout: this.#o.apiTimeoutMs }), msgID);
     } catch (error) {
       this.#o.logger?.warn(
         { queue: this.#o.names.queue, messageId: id, error: String(error) },

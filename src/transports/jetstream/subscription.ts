@@ -286,6 +286,7 @@ export class JetStreamSubscription implements Subscription {
       this.#warnedForeign = true;
       o.logger?.warn({ queue: o.queue, stream: info.stream, seq: info.streamSeq }, `jetstream: queue ${o.queue} has messages not written by redeliver (no ${ID_HEADER} header); their id is their Nats-Msg-Id or <stream>:<seq>`);
     }
+    o.logger?.debug?.({ queue: o.queue, messageId: id, stream: info.stream, seq: info.streamSeq, deliveryCount: info.delivered }, `jetstream: message '${id}' handed out from ${info.stream} at ${info.streamSeq} (delivery ${info.delivered})`);
     const delivery = new JetStreamDelivery(this.#owner, this.#names!, info, msg.reply!, id, msg.data, decoded.headers, this.#ackWaitMs, at);
     this.#held += 1;
     try {

@@ -1,3 +1,4 @@
+import type { PubAck } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import type { SendErrorKind } from '../../transport/send-errors.js';
 import { checkConsume, checkHeadersObject, checkQueue } from '../../transport/arguments.js';
@@ -9,6 +10,7 @@ import { openClients, type JetStreamClients } from './connection.js';
 import type { DeliveryOwner } from './delivery.js';
 import { MessageTooLargeError, QueueFullError, TransportClosedError } from './errors.js';
 import type { JetStreamNames } from './names.js';
+import { logStored } from './publish-log.js';
 import { leaseOption, resolveJetStreamOptions, type JetStreamTransportOptions, type ResolvedJetStreamOptions } from './options.js';
 import { classifyJetStreamSendError } from './send-errors.js';
 import { ServerClock } from './server-clock.js';
@@ -238,13 +240,15 @@ export class JetStreamTransport implements Transport {
     const maxPayload = nc.info?.max_payload;
     if (maxPayload !== undefined && size > maxPayload) throw new MessageTooLargeError(size, maxPayload);
     const options = { headers, ...(msgID === undefined ? {} : { msgID }), timeout: this.#options.apiTimeoutMs };
+    let ack: PubAck;
     try {
-      await js.publish(subject, body, options);
+      ack = await js.publish(subject, body, options);
     } catch (error) {
       if (!noStreamAnswered(error)) throw error;
       await remake();
-      await js.publish(subject, body, options);
+      ack = await js.publish(subject, body, options);
     }
+    logStored(this.#options.logger, ack, msgID);
   }
 }
 
