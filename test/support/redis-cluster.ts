@@ -232,6 +232,37 @@ export class RedisCluster {
     return this.placement ? this.agreedPrimaryOf(slot) : (await this.nodesOfSlot(slot)).primary;
   }
 
+  /**
+   * Makes each of the first `primaries` nodes the primary of its shard
+   * again where a failover made it its replica's replica: `CLUSTER
+   * FAILOVER` on it (a manual failover: the primary stops taking writes
+   * until the replica has caught up, then they swap, nothing lost), tried
+   * again every 5 s until it holds, then waits for the cluster to be
+   * healthy. Resolves a line per swap. A placed cluster's layout (which
+   * member holds which primary) holds only if every row starts from it.
+   */
+  async restorePrimaries(timeoutMs = 60_000): Promise<string[]> {
+    const done: string[] = [];
+    for (const node of this.#nodes.slice(0, this.primaries)) {
+      const role = async () => ((await this.command(node.port, 'ROLE').catch(() => [])) as unknown[])[0];
+      if ((await role()) === 'master') continue;
+      const from = Date.now();
+      let asked = 0;
+      await until(`node ${node.port} to be a primary again`, timeoutMs, async () => {
+        if ((await role()) === 'master') return true;
+        if (Date.now() - asked >= 5_000) {
+          asked = Date.now();
+          await this.command(node.port, 'CLUSTER', 'FAILOVER').catch(() => undefined);
+        }
+        return false;
+      }, 200);
+      done.push(`${node.host}:${node.port} primary again (manual failover, ${((Date.now() - from) / 1000).toFixed(1)} s)`);
+    }
+    if (done.length > 0) await this.waitHealthy(timeoutMs);
+    for (const line of done) this.log(line);
+    return done;
+  }
+
   /** The log file of every node, named `redis-<port>.log`, for a test's evidence. */
   logs(): { name: string; path: string }[] {
     return this.#nodes.map((node) => ({ name: `redis-${node.port}.log`, path: join(node.dir, 'redis.log') }));

@@ -14,7 +14,8 @@
  * them on a Redis Cluster in namespaces: two nodes in each of `n1` to
  * `n3`, a primary and the replica of the next member's primary, every node
  * on its member's address, and the processes in `c1` and `c2` on a cluster
- * url naming all six. Each
+ * url naming all six; each scenario starts with the primaries back in
+ * their members (a manual failover undoes an earlier row's). Each
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
@@ -260,6 +261,8 @@ export class RedisFaultAdapter implements FaultAdapter {
     this.#queues.set(errorQueue, error);
     const set = this.#set;
     const cluster = this.#cluster;
+    // Each row starts with primary i in member i, as the roles and the docs describe; a failover of an earlier row swapped a shard's nodes.
+    if (cluster && this.#network) await cluster.restorePrimaries();
     const url = cluster
       ? `redis://${cluster.seeds.map((seed) => `${seed.host}:${seed.port}`).join(',')}`
       : set
