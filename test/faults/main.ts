@@ -28,10 +28,10 @@ import { networkUnavailableReason } from './network/ip.js';
 import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
 
-const USAGE = `Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|jetstream|nsq|rocketmq|all] [--messages N] [--seed N] [--keep]
+const USAGE = `Usage: npm run faults -- [scenario ...] [--transport sqlite|rabbitmq|redis|redis-cluster|jetstream|nsq|rocketmq|all] [--messages N] [--seed N] [--keep]
 
   scenario     a scenario's name, or partition for every partition-* one (default: every scenario but the partition ones)
-  --transport  the transport to run on (default all)
+  --transport  the transport to run on (default all); redis-cluster: only redis's Redis Cluster set-ups
   --messages   messages per scenario, a whole number >= 10 (default 2000)
   --seed       seed of the failure mix and of partition schedules (default 1)
   --keep       keep the evidence directory (removed after the run otherwise)`;
@@ -74,13 +74,17 @@ const unknown = positionals.filter((name) => name !== 'partition' && !ALL.some((
 if (unknown.length > 0) usageError(`unknown scenario(s) ${unknown.join(', ')}; known: ${ALL.map((s) => s.name).join(', ')}, and partition for every partition-* one`);
 const scenarios = positionals.length > 0 ? ALL.filter(named) : SCENARIOS;
 const partitions = scenarios.filter((s) => PARTITION_SCENARIOS.includes(s));
-if (!['all', 'sqlite', 'rabbitmq', 'redis', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) usageError(`--transport must be sqlite, rabbitmq, redis, jetstream, nsq, rocketmq or all, got ${values.transport}`);
+if (!['all', 'sqlite', 'rabbitmq', 'redis', 'redis-cluster', 'jetstream', 'nsq', 'rocketmq'].includes(values.transport!)) usageError(`--transport must be sqlite, rabbitmq, redis, redis-cluster, jetstream, nsq, rocketmq or all, got ${values.transport}`);
 
 const started = Date.now();
 const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
 const dir = mkdtempSync(join(tmpdir(), 'redeliver-faults-'));
 
 const wanted = (transport: string) => values.transport === 'all' || values.transport === transport;
+/** `redis-cluster` selects the Redis Cluster set-ups of `redis` alone. */
+const clusterOnly = values.transport === 'redis-cluster';
+/** Whether the run's --transport selects the adapter named `name` (e.g. `redis-cluster-netns-w0`). */
+const selects = (name: string) => values.transport === 'all' || name === values.transport || name.startsWith(`${values.transport}-`);
 const adapters: (() => FaultAdapter)[] = [];
 if (wanted('sqlite')) adapters.push(() => new SqliteFaultAdapter());
 if (wanted('rabbitmq')) {
@@ -88,19 +92,25 @@ if (wanted('rabbitmq')) {
   if (scenarios.some((s) => s.name === 'cluster-leader-kill')) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, log }));
   if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new RabbitMqFaultAdapter({ nodes: 3, network: true, log }));
 }
-if (wanted('redis')) {
-  adapters.push(() => new RedisFaultAdapter({ log }));
+if (wanted('redis') || clusterOnly) {
+  if (!clusterOnly) adapters.push(() => new RedisFaultAdapter({ log }));
   // The failover, on a primary with two replicas and three Sentinels, and on a cluster, without and with waitReplicas.
   if (scenarios.some((s) => s.name === 'failover')) {
-    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 0, basePort: 7220 }, log }));
-    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 1, basePort: 7230 }, log }));
+    if (!clusterOnly) {
+      adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 0, basePort: 7220 }, log }));
+      adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', waitReplicas: 1, basePort: 7230 }, log }));
+    }
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 0, basePort: 7260 }, log }));
     adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', waitReplicas: 1, basePort: 7260 }, log }));
   }
-  // The partitions, on a primary with two replicas and three Sentinels in namespaces of their own, without and with waitReplicas.
+  // The partitions, on a primary with two replicas and three Sentinels, and on a cluster of three primaries with a replica each, in namespaces of their own, without and with waitReplicas.
   if (partitions.length > 0 && !networkUnavailableReason()) {
-    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 0, basePort: 7220 }, log }));
-    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 }, log }));
+    if (!clusterOnly) {
+      adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 0, basePort: 7220 }, log }));
+      adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 }, log }));
+    }
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', network: true, waitReplicas: 0, basePort: 7260 }, log }));
+    adapters.push(() => new RedisFaultAdapter({ failover: { setup: 'cluster', network: true, waitReplicas: 1, basePort: 7260 }, log }));
   }
 }
 if (wanted('jetstream')) {
@@ -127,7 +137,7 @@ if (noNetwork) {
   // Loud, and a failure in CI, where the partition scenarios must run.
   if (process.env['CI'] === 'true') failures++;
   for (const scenario of partitions) {
-    for (const transport of PARTITION_TRANSPORTS.filter((t) => wanted(t.split('-')[0]!))) {
+    for (const transport of PARTITION_TRANSPORTS.filter(selects)) {
       results.push({ name: scenario.name, transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped: `no network of the suite's own: ${noNetwork}` });
     }
   }

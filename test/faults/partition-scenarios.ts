@@ -14,7 +14,7 @@ import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } 
 import type { Scenario } from './scenarios.js';
 
 /** The adapters (transport names) with nodes on the suite's network. */
-export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns', 'redis-sentinel-netns-w0', 'redis-sentinel-netns-w1', 'nsq-netns'];
+export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns', 'redis-sentinel-netns-w0', 'redis-sentinel-netns-w1', 'redis-cluster-netns-w0', 'redis-cluster-netns-w1', 'nsq-netns'];
 /** How long one partition lasts in the per-kind scenarios. */
 const CUT_MS = 6_000;
 /** Steps of the seeded schedule. */

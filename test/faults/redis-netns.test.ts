@@ -1,10 +1,13 @@
 /**
- * The Redis set-up the partition scenarios cut apart: a primary, two
+ * The Redis set-ups the partition scenarios cut apart: a primary, two
  * replicas and three Sentinels, each data server in a network namespace of
- * its own with its Sentinel beside it. A partition scenario's figures mean
- * something only if the leader it isolates is the primary, the isolation
- * takes that node's Sentinel with it, the majority's Sentinels promote a
- * replica, and the harness reads the new primary, not the old one.
+ * its own with its Sentinel beside it; and a Redis Cluster of three
+ * primaries with a replica each, two nodes in each namespace. A partition
+ * scenario's figures mean something only if the leader it isolates is the
+ * primary of the scope's keys, the isolation takes that node's Sentinel
+ * with it (on the cluster: leaves its replica with the majority), a
+ * replica is promoted, and the harness reads the new primary, not the old
+ * one.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -65,6 +68,64 @@ describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namesp
     old.on('error', () => undefined);
     try {
       await until('n1 to rejoin as a replica', 60_000, async () => ((await old.call('ROLE').catch(() => [])) as unknown[])[0] === 'slave', 500);
+    } finally {
+      old.disconnect();
+    }
+    await scope.cleanup();
+  }, 180_000);
+});
+
+describe.skipIf(unavailable)('RedisFaultAdapter on the cluster set-up in namespaces', () => {
+  const adapter = new RedisFaultAdapter({ failover: { setup: 'cluster', network: true, waitReplicas: 1, basePort: 7260 } });
+  const dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-cluster-netns-'));
+
+  beforeAll(async () => {
+    await adapter.start();
+  }, 90_000);
+
+  afterAll(async () => {
+    await adapter.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+
+  it("names the member of the scope's slot's primary as the leader; isolating it promotes its replica in the next member, which the harness then reads, and the old primary rejoins as a replica", async () => {
+    expect(adapter.transport).toBe('redis-cluster-netns-w1');
+    expect(adapter.skipReason('partition-isolate-leader')).toBeUndefined();
+    expect(adapter.skipReason('failover')).toBeDefined();
+    const scope = await adapter.scope(`t${randomUUID().slice(0, 8)}`, dir);
+    const { nemesis, roles } = adapter.partitions!;
+    const before = await roles(scope);
+    const members = ['n1', 'n2', 'n3'];
+    expect(members).toContain(before.leader);
+    expect(before.followers).toEqual(members.filter((m) => m !== before.leader));
+    expect(before.clients).toEqual(['c1', 'c2']);
+    expect(scope.place!('worker-2', ['node'])).toEqual(nemesis.network.command('c2', ['node']));
+
+    // Sent on the cluster url with waitReplicas 1: on the replica before the send resolves.
+    const producer = openSpec(scope.spec('producer'));
+    try {
+      await producer.send(scope.queue, { id: 'm-1', body: new Uint8Array([1]), headers: {} });
+    } finally {
+      await producer.close();
+    }
+
+    // Primary i is in member i, its replica in member i + 1.
+    const next = members[(members.indexOf(before.leader) + 1) % 3];
+    nemesis.isolate(before.leader);
+    try {
+      let leader = before.leader;
+      await until('the majority to promote the replica', 60_000, async () => (leader = (await roles(scope)).leader) !== before.leader, 200);
+      expect(leader).toBe(next);
+      // The new primary holds the confirmed send.
+      expect(await scope.pendingIds()).toEqual(['m-1']);
+    } finally {
+      nemesis.heal();
+    }
+    // Back, the old primary learns it was replaced and follows the new one.
+    const old = new Redis({ host: nemesis.network.member(before.leader).address, port: 7260 + members.indexOf(before.leader), maxRetriesPerRequest: 1 });
+    old.on('error', () => undefined);
+    try {
+      await until('the old primary to rejoin as a replica', 60_000, async () => ((await old.call('ROLE').catch(() => [])) as unknown[])[0] === 'slave', 500);
     } finally {
       old.disconnect();
     }

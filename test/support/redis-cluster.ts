@@ -7,6 +7,14 @@
  * `redis-cli --cluster create` and is ready once every node reports
  * `cluster_state:ok` with all 16384 slots assigned and sees every other node.
  *
+ * With a `placement`, each node runs where it says (e.g. in a network
+ * namespace, listening on and announcing that namespace's address, on a
+ * fixed port from the start of the range), every write in the append-only
+ * file once a second, and each replica is attached to a primary of the
+ * test's choosing instead of the one `redis-cli` picks: the cluster is
+ * formed of the primaries alone, then replica `r` (node `primaries + r`)
+ * follows primary `r % primaries` (`CLUSTER MEET`, `CLUSTER REPLICATE`).
+ *
  * Cleanup: `stop()` kills every node and removes the base directory; if the
  * test process exits first, an exit hook does the same by pid.
  */
@@ -18,6 +26,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { portOpen } from './rabbit-node.js';
 import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
+import type { ServerPlacement } from './redis-replica-set.js';
 
 const run = promisify(execFile);
 
@@ -39,11 +48,20 @@ export interface RedisClusterOptions {
   readonly nodeTimeoutMs?: number;
   /** Called with progress lines (boot, create, kill, stop). Default silent. */
   readonly log?: (line: string) => void;
+  /**
+   * Where node `index` runs (primaries first, then replicas): the address
+   * it listens on and announces (`cluster-announce-ip`), and the command
+   * line that runs a program there. Node `index` takes port `ports[0] +
+   * index`. Default every node on 127.0.0.1, run as is, on free ports.
+   */
+  readonly placement?: (index: number) => ServerPlacement;
 }
 
 /** One node of the cluster. */
 export interface ClusterNode {
-  /** Its client port on 127.0.0.1. */
+  /** The address it listens on (127.0.0.1 without a placement). */
+  readonly host: string;
+  /** Its client port. */
   readonly port: number;
   /** Its data directory (AOF, nodes.conf, log). */
   readonly dir: string;
@@ -58,6 +76,7 @@ export interface ClusterShard {
 }
 
 interface RunningNode extends ClusterNode {
+  readonly placement: ServerPlacement;
   process?: ChildProcess;
   exited?: Promise<void>;
 }
@@ -75,8 +94,12 @@ export class RedisCluster {
     readonly primaries: number,
     private readonly nodeTimeoutMs: number,
     private readonly log: (line: string) => void,
+    private readonly placement: ((index: number) => ServerPlacement) | undefined,
   ) {
-    this.#nodes = ports.map((port) => ({ port, dir: join(dir, String(port)) }));
+    this.#nodes = ports.map((port, i) => {
+      const where = placement?.(i) ?? LOOPBACK;
+      return { host: where.host, port, placement: where, dir: join(dir, String(port)) };
+    });
   }
 
   /** Starts the nodes, forms the cluster and resolves once every node reports it whole and healthy. */
@@ -85,12 +108,22 @@ export class RedisCluster {
     const replicas = options.replicasPerPrimary ?? 1;
     if (!Number.isInteger(primaries) || primaries < 3) throw new Error(`a Redis Cluster needs at least 3 primaries, got ${primaries}`);
     if (!Number.isInteger(replicas) || replicas < 0) throw new Error(`replicasPerPrimary must be a whole number >= 0, got ${replicas}`);
-    const ports = await freeClusterPorts(primaries * (1 + replicas), options.ports ?? [7100, 7199]);
-    const cluster = new RedisCluster(mkdtempSync(join(tmpdir(), 'redeliver-redis-cluster-')), ports, primaries, options.nodeTimeoutMs ?? 2_000, options.log ?? (() => undefined));
+    const count = primaries * (1 + replicas);
+    const range = options.ports ?? [7100, 7199];
+    const { placement } = options;
+    if (placement && range[0] + count - 1 > range[1]) throw new Error(`a cluster of ${count} nodes does not fit in ports ${range[0]}-${range[1]}`);
+    const ports = placement ? Array.from({ length: count }, (_, i) => range[0] + i) : await freeClusterPorts(count, range);
+    const cluster = new RedisCluster(mkdtempSync(join(tmpdir(), 'redeliver-redis-cluster-')), ports, primaries, options.nodeTimeoutMs ?? 2_000, options.log ?? (() => undefined), placement);
     trackServer(cluster);
     try {
+      if (placement) {
+        for (const node of cluster.#nodes) {
+          if (await portOpen(node.port, node.host)) throw new Error(`port ${node.port} on ${node.host} is taken: another server runs there`);
+        }
+      }
       await Promise.all(cluster.#nodes.map((node) => cluster.#boot(node)));
-      await cluster.#create(replicas);
+      if (placement) await cluster.#createPaired();
+      else await cluster.#create(replicas);
       await cluster.waitHealthy();
     } catch (error) {
       cluster.destroySync();
@@ -106,7 +139,7 @@ export class RedisCluster {
 
   /** The node addresses to hand an ioredis `Cluster` as seeds. */
   get seeds(): { host: string; port: number }[] {
-    return this.#nodes.map((node) => ({ host: '127.0.0.1', port: node.port }));
+    return this.#nodes.map((node) => ({ host: node.host, port: node.port }));
   }
 
   /**
@@ -170,9 +203,69 @@ export class RedisCluster {
     throw new Error(`slot ${slot} is served by no shard`);
   }
 
-  /** The port of the primary that holds `key` now. */
+  /**
+   * The port of the primary that serves `slot` as the most running nodes
+   * see it (each asked with `CLUSTER SHARDS`, given 3 s to answer; the
+   * earliest node's on a tie): a node cut off from the others, or just
+   * back, may still name a primary the majority replaced.
+   */
+  async agreedPrimaryOf(slot: number): Promise<number> {
+    const named = new Map<number, number>();
+    await Promise.all(
+      this.#nodes
+        .filter((node) => node.process !== undefined)
+        .map(async (node) => {
+          const shards = await withTimeout(this.shards(node.port), 3_000).catch(() => undefined);
+          const shard = shards?.find((s) => s.slots.some(([from, to]) => slot >= from && slot <= to));
+          const primary = shard?.nodes.find((n) => n.role === 'master' && n.health !== 'fail');
+          if (primary) named.set(primary.port, (named.get(primary.port) ?? 0) + 1);
+        }),
+    );
+    if (named.size === 0) throw new Error(`no node names a live primary of slot ${slot}`);
+    const order = (port: number) => this.#nodes.findIndex((n) => n.port === port);
+    return [...named.entries()].sort((a, b) => b[1] - a[1] || order(a[0]) - order(b[0]))[0]![0];
+  }
+
+  /** The port of the primary that holds `key` now (with a placement, as most nodes see it: {@link agreedPrimaryOf}). */
   async primaryOf(key: string): Promise<number> {
-    return (await this.nodesOfSlot(await this.keySlot(key))).primary;
+    const slot = await this.keySlot(key);
+    return this.placement ? this.agreedPrimaryOf(slot) : (await this.nodesOfSlot(slot)).primary;
+  }
+
+  /**
+   * Makes each of the first `primaries` nodes the primary of its shard
+   * again where a failover made it its replica's replica: `CLUSTER
+   * FAILOVER` on it (a manual failover: the primary stops taking writes
+   * until the replica has caught up, then they swap, nothing lost), tried
+   * again every 5 s until it holds, then waits for the cluster to be
+   * healthy. Resolves a line per swap. A placed cluster's layout (which
+   * member holds which primary) holds only if every row starts from it.
+   */
+  async restorePrimaries(timeoutMs = 60_000): Promise<string[]> {
+    const done: string[] = [];
+    for (const node of this.#nodes.slice(0, this.primaries)) {
+      const role = async () => ((await this.command(node.port, 'ROLE').catch(() => [])) as unknown[])[0];
+      if ((await role()) === 'master') continue;
+      const from = Date.now();
+      let asked = 0;
+      await until(`node ${node.port} to be a primary again`, timeoutMs, async () => {
+        if ((await role()) === 'master') return true;
+        if (Date.now() - asked >= 5_000) {
+          asked = Date.now();
+          await this.command(node.port, 'CLUSTER', 'FAILOVER').catch(() => undefined);
+        }
+        return false;
+      }, 200);
+      done.push(`${node.host}:${node.port} primary again (manual failover, ${((Date.now() - from) / 1000).toFixed(1)} s)`);
+    }
+    if (done.length > 0) await this.waitHealthy(timeoutMs);
+    for (const line of done) this.log(line);
+    return done;
+  }
+
+  /** The log file of every node, named `redis-<port>.log`, for a test's evidence. */
+  logs(): { name: string; path: string }[] {
+    return this.#nodes.map((node) => ({ name: `redis-${node.port}.log`, path: join(node.dir, 'redis.log') }));
   }
 
   /** Kills the node on `port` with SIGKILL; resolves when its process is gone and its port closed. */
@@ -183,7 +276,7 @@ export class RedisCluster {
     if (node.process?.pid) killQuietly(node.process.pid);
     await node.exited;
     node.process = undefined;
-    await until(`redis cluster node ${port} to close its port`, 30_000, async () => !(await portOpen(port)), 50);
+    await until(`redis cluster node ${port} to close its port`, 30_000, async () => !(await portOpen(port, node.host)), 50);
   }
 
   /** Starts a killed node again on its directory (its nodes.conf and AOF); resolves when it answers PING. */
@@ -197,7 +290,7 @@ export class RedisCluster {
   command(port: number, ...args: (string | number)[]): Promise<unknown> {
     let admin = this.#admins.get(port);
     if (admin === undefined) {
-      admin = new Redis({ port, host: '127.0.0.1', enableOfflineQueue: true, maxRetriesPerRequest: 1, retryStrategy: () => 100, connectTimeout: 2_000 });
+      admin = new Redis({ port, host: this.#node(port).host, enableOfflineQueue: true, maxRetriesPerRequest: 1, retryStrategy: () => 100, connectTimeout: 2_000 });
       admin.on('error', () => undefined);
       this.#admins.set(port, admin);
     }
@@ -211,7 +304,7 @@ export class RedisCluster {
     const exits = this.#nodes.map((node) => node.exited ?? Promise.resolve());
     this.destroySync();
     await Promise.all(exits);
-    await Promise.all(this.#nodes.map((node) => until(`redis cluster node ${node.port} to close its port`, 30_000, async () => !(await portOpen(node.port)), 50)));
+    await Promise.all(this.#nodes.map((node) => until(`redis cluster node ${node.port} to close its port`, 30_000, async () => !(await portOpen(node.port, node.host)), 50)));
     this.log('redis cluster stopped');
   }
 
@@ -225,23 +318,29 @@ export class RedisCluster {
 
   async #boot(node: RunningNode): Promise<void> {
     mkdirSync(node.dir, { recursive: true });
-    const child = spawn(
+    const placed = this.placement !== undefined;
+    const [file, ...argv] = node.placement.command([
       'redis-server',
-      [
-        '--port', String(node.port),
-        '--bind', '127.0.0.1',
-        '--dir', node.dir,
-        '--cluster-enabled', 'yes',
-        '--cluster-config-file', 'nodes.conf',
-        '--cluster-node-timeout', String(this.nodeTimeoutMs),
-        '--appendonly', 'yes',
-        '--appendfsync', 'always',
-        '--save', '',
-        '--daemonize', 'no',
-        '--logfile', join(node.dir, 'redis.log'),
-      ],
-      { detached: true, stdio: 'ignore' },
-    );
+      '--port', String(node.port),
+      '--bind', node.host,
+      ...(placed
+        ? [
+            // Clients from other addresses than loopback, and the address the other nodes and the clients are told.
+            '--protected-mode', 'no',
+            '--cluster-announce-ip', node.host,
+          ]
+        : []),
+      '--dir', node.dir,
+      '--cluster-enabled', 'yes',
+      '--cluster-config-file', 'nodes.conf',
+      '--cluster-node-timeout', String(this.nodeTimeoutMs),
+      '--appendonly', 'yes',
+      '--appendfsync', placed ? 'everysec' : 'always',
+      '--save', '',
+      '--daemonize', 'no',
+      '--logfile', join(node.dir, 'redis.log'),
+    ]);
+    const child = spawn(file!, argv, { detached: true, stdio: 'ignore' });
     child.unref();
     node.process = child;
     node.exited = new Promise((resolve) => {
@@ -264,6 +363,38 @@ export class RedisCluster {
       const e = error as { stdout?: string; stderr?: string; message: string };
       throw new Error(`redis-cli --cluster create failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
     }
+  }
+
+  /**
+   * Forms the cluster of the primaries alone, then makes replica `r` (node
+   * `primaries + r`) follow primary `r % primaries`: it meets the primary,
+   * and once it knows the primary's id, replicates it.
+   */
+  async #createPaired(): Promise<void> {
+    const primaries = this.#nodes.slice(0, this.primaries);
+    const addresses = primaries.map((node) => `${node.host}:${node.port}`);
+    this.log(`redis-cli --cluster create ${addresses.join(' ')} --cluster-replicas 0`);
+    try {
+      await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'], { timeout: 60_000 });
+    } catch (error) {
+      const e = error as { stdout?: string; stderr?: string; message: string };
+      throw new Error(`redis-cli --cluster create failed: ${e.message}\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+    }
+    const ids = await Promise.all(primaries.map(async (node) => String(await this.command(node.port, 'CLUSTER', 'MYID'))));
+    await Promise.all(
+      this.#nodes.slice(this.primaries).map(async (replica, r) => {
+        const primary = primaries[r % this.primaries]!;
+        const id = ids[r % this.primaries]!;
+        await this.command(replica.port, 'CLUSTER', 'MEET', primary.host, primary.port);
+        await until(`node ${replica.port} to know primary ${primary.port}`, 30_000, async () => {
+          const rows = parseClusterNodes(String(await this.command(replica.port, 'CLUSTER', 'NODES')));
+          const row = rows.find((r) => r.id === id);
+          return row !== undefined && !row.flags.includes('handshake') && !row.flags.includes('noaddr');
+        }, 100);
+        await until(`node ${replica.port} to replicate ${primary.port}`, 30_000, async () => (await this.command(replica.port, 'CLUSTER', 'REPLICATE', id).catch(() => '')) === 'OK', 200);
+        this.log(`redis cluster node ${replica.host}:${replica.port} replicates ${primary.host}:${primary.port}`);
+      }),
+    );
   }
 
   #node(port: number): RunningNode {
@@ -314,6 +445,17 @@ async function freeClusterPorts(count: number, [low, high]: readonly [number, nu
   }
   if (ports.length < count) throw new Error(`only ${ports.length} free port(s) in ${low}-${high} for a cluster of ${count} nodes`);
   return ports;
+}
+
+const LOOPBACK: ServerPlacement = { host: '127.0.0.1', command: (argv) => [...argv] };
+
+/** `promise`, or a rejection after `ms`. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** A flat RESP2 `[name, value, name, value, ...]` reply as a map. */

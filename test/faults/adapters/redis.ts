@@ -10,7 +10,12 @@
  * of its own (`n1` to `n3`, see network/network.ts) with its Sentinel
  * beside it, so a node's isolation isolates its Sentinel too, and the
  * producer and workers in client namespaces `c1` and `c2`, finding the
- * primary through the Sentinels. Each
+ * primary through the Sentinels. With `network`, the `cluster` set-up runs
+ * them on a Redis Cluster in namespaces: two nodes in each of `n1` to
+ * `n3`, a primary and the replica of the next member's primary, every node
+ * on its member's address, and the processes in `c1` and `c2` on a cluster
+ * url naming all six; each scenario starts with the primaries back in
+ * their members (a manual failover undoes an earlier row's). Each
  * scenario gets its own key prefix, so the streams, delayed sets and hashes
  * it reads at the end hold only its own messages. Depths and pending ids are
  * read off the server over the node's admin connection, not through the
@@ -52,9 +57,9 @@ export interface FailoverSetup {
    */
   readonly basePort: number;
   /**
-   * `sentinel` only: the servers and the scenario's processes in network
-   * namespaces of the suite's own, for the partition scenarios (and no
-   * other). Needs root. Default false.
+   * The servers and the scenario's processes in network namespaces of the
+   * suite's own, for the partition scenarios (and no other). Needs root.
+   * On `cluster`, node `i` takes port `basePort + i`. Default false.
    */
   readonly network?: boolean;
   /** `sentinel` only: `min-replicas-to-write` and `min-replicas-max-lag` on every data server (see RedisReplicaSetOptions). Default none. */
@@ -63,6 +68,14 @@ export interface FailoverSetup {
 
 /** The set-up's data servers' network members, in the order of its ports (the first primary at the start). */
 const NODE_MEMBERS = ['n1', 'n2', 'n3'] as const;
+/**
+ * The member of cluster node `index` (primaries 0 to 2, then replica `r`
+ * of primary `r`, see RedisCluster): primary `i` in member `i`, its replica
+ * in the next member, so each member holds one primary and the replica of
+ * another member's primary, and isolating a member leaves every primary or
+ * its replica with the majority.
+ */
+const clusterMemberOf = (index: number): string => NODE_MEMBERS[index < 3 ? index : (index - 3 + 1) % 3]!;
 /** How long the drain waits without progress on the namespaced set-up (see {@link RedisFaultAdapter.stallMs}). */
 const NETWORK_STALL_MS = 20_000;
 
@@ -111,7 +124,7 @@ export class RedisFaultAdapter implements FaultAdapter {
     this.#log = options.log ?? (() => undefined);
     this.#failover = options.failover;
     const failover = options.failover;
-    if (failover?.network && failover.setup !== 'sentinel') throw new Error('RedisFaultAdapter: network needs the sentinel set-up');
+    if (failover?.network && failover.minReplicasToWrite && failover.setup !== 'sentinel') throw new Error('RedisFaultAdapter: minReplicasToWrite needs the sentinel set-up');
     const variant = failover ? `${failover.network ? '-netns' : ''}${failover.minReplicasToWrite ? `-min${failover.minReplicasToWrite.replicas}` : ''}` : '';
     this.transport = failover ? `redis-${failover.setup}${variant}-w${failover.waitReplicas}` : 'redis';
     const setup = failover && `${failover.setup}${variant}`;
@@ -131,16 +144,19 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
+    let network: FaultNetwork | undefined;
+    if (this.#failover?.network) {
+      network = this.#network = FaultNetwork.create([...NODE_MEMBERS, ...CLIENT_MEMBERS]);
+      this.#nemesis = new Nemesis(network, this.#log);
+      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+    }
+    const placed = (memberOf: (index: number) => string) =>
+      network && ((index: number): ServerPlacement => ({ host: network.member(memberOf(index)).address, command: (argv) => network.command(memberOf(index), argv) }));
     if (this.#failover?.setup === 'cluster') {
-      this.#cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [this.#failover.basePort, 7299], log: this.#log });
+      const placement = placed(clusterMemberOf);
+      this.#cluster = await RedisCluster.start({ primaries: 3, replicasPerPrimary: 1, ports: [this.#failover.basePort, 7299], placement, log: this.#log });
     } else if (this.#failover) {
-      let placement: ((index: number) => ServerPlacement) | undefined;
-      if (this.#failover.network) {
-        const network = (this.#network = FaultNetwork.create([...NODE_MEMBERS, ...CLIENT_MEMBERS]));
-        this.#nemesis = new Nemesis(network, this.#log);
-        this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
-        placement = (index) => ({ host: network.member(NODE_MEMBERS[index]!).address, command: (argv) => network.command(NODE_MEMBERS[index]!, argv) });
-      }
+      const placement = placed((index) => NODE_MEMBERS[index]!);
       const { basePort, minReplicasToWrite } = this.#failover;
       this.#set = await RedisReplicaSet.start({ basePort, replicas: 2, sentinels: 3, placement, minReplicasToWrite, log: this.#log });
       this.#primary = await this.#set.primaryPort();
@@ -166,11 +182,24 @@ export class RedisFaultAdapter implements FaultAdapter {
   get partitions(): Partitionable | undefined {
     const nemesis = this.#nemesis;
     if (!nemesis) return undefined;
-    return { nemesis, roles: () => this.#roles() };
+    return { nemesis, roles: (scope) => this.#roles(scope) };
   }
 
-  /** The node of the primary the Sentinels name now (the leader), the other data nodes, and the client members. */
-  async #roles(): Promise<PartitionRoles> {
+  /**
+   * The node of the primary the Sentinels name now (the leader), the other
+   * data nodes, and the client members. On the cluster, the leader is the
+   * member of the primary that serves the scope's keys' hash slot (as most
+   * nodes see it), the followers the other two members.
+   */
+  async #roles(scope: Scope): Promise<PartitionRoles> {
+    const cluster = this.#cluster;
+    if (cluster) {
+      const slot = await cluster.keySlot(`{${scope.label}}`);
+      const primary = await cluster.agreedPrimaryOf(slot);
+      const leader = clusterMemberOf(cluster.nodes.findIndex((node) => node.port === primary));
+      this.#log(`primary ${primary} of slot ${slot} on ${leader}`);
+      return { leader, followers: NODE_MEMBERS.filter((m) => m !== leader), clients: CLIENT_MEMBERS };
+    }
     const set = this.#set!;
     this.#primary = await set.primaryPort();
     const nodeOf = (port: number) => NODE_MEMBERS[set.dataPorts.indexOf(port)]!;
@@ -232,6 +261,8 @@ export class RedisFaultAdapter implements FaultAdapter {
     this.#queues.set(errorQueue, error);
     const set = this.#set;
     const cluster = this.#cluster;
+    // Each row starts with primary i in member i, as the roles and the docs describe; a failover of an earlier row swapped a shard's nodes.
+    if (cluster && this.#network) await cluster.restorePrimaries();
     const url = cluster
       ? `redis://${cluster.seeds.map((seed) => `${seed.host}:${seed.port}`).join(',')}`
       : set
@@ -261,7 +292,7 @@ export class RedisFaultAdapter implements FaultAdapter {
         await harness.close();
         await this.#deletePrefix(label);
         // The servers' logs so far, beside the scenario's evidence.
-        if (network) for (const log of set!.logs()) copyFileSync(log.path, join(dir, log.name));
+        if (network) for (const log of (cluster ?? set)!.logs()) copyFileSync(log.path, join(dir, log.name));
       },
     };
   }
