@@ -227,6 +227,9 @@ async function readEvidence(context: ScenarioContext, what: string, read: () => 
   }
 }
 
+/** How long the drain waits without progress before it asks the scope to move on copies the broker holds (`Scope.unstick`). */
+const UNSTICK_AFTER_MS = 60_000;
+
 /**
  * Waits for the run to drain; resolves the seconds since the last fault, or
  * null when it did not drain in time or stalled (no message handled or
@@ -247,12 +250,18 @@ async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: nu
     });
   let progress = -1;
   let progressAt = Date.now();
+  let unstuckAt = progressAt;
   let stalled = false;
   try {
     await context.waitUntil('the drain', timeoutMs, async () => {
       if (await drained(context, confirmed)) return true;
       const now = context.handled().length + (await context.scope.errorCount().catch(() => 0));
       if (now !== progress) [progress, progressAt] = [now, Date.now()];
+      if (context.scope.unstick && Date.now() - Math.max(progressAt, unstuckAt) > UNSTICK_AFTER_MS) {
+        unstuckAt = Date.now();
+        const what = await context.scope.unstick().catch((error: unknown) => `could not move held copies on: ${String(error)}`);
+        if (what !== undefined) context.note(`the broker held copies after ${Math.round((unstuckAt - progressAt) / 1000)} s without progress; as an operator would, the suite ${what}`);
+      }
       return (stalled = Date.now() - progressAt > stallMs);
     });
   } catch {

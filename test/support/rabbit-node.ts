@@ -252,6 +252,39 @@ export class RabbitCluster {
     return counts;
   }
 
+  /**
+   * Copies each quorum queue of `queues` (vhost `/`) dead-lettered and not
+   * yet confirmed by their target (`messages_dlx`), as node `index` counts
+   * them in one pass, in the order given; 0 for a queue that does not exist.
+   */
+  async deadLetteredUnconfirmed(queues: readonly string[], index = 1): Promise<number[]> {
+    if (queues.length === 0) return [];
+    for (const queue of queues) if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.deadLetteredUnconfirmed: unexpected queue name ${JSON.stringify(queue)}`);
+    const names = queues.map((queue) => `<<"${queue}">>`).join(', ');
+    const expression =
+      `[{count, case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of ` +
+      `{ok, Q} -> (try proplists:get_value(messages_dlx, rabbit_amqqueue:info(Q, [messages_dlx]), 0) catch _:_ -> 0 end); ` +
+      `_ -> 0 end} || N <- [${names}]].`;
+    const output = await this.ctl(index, 'eval', expression);
+    const counts = [...output.matchAll(/\{count,(\d+)\}/g)].map((match) => Number(match[1]));
+    if (counts.length !== queues.length) throw new Error(`RabbitCluster.deadLetteredUnconfirmed: unexpected answer ${output.slice(0, 200)}`);
+    return counts;
+  }
+
+  /**
+   * Moves the leadership of quorum queue `queue` from node `from` (its
+   * leader) to node `to` (`ra:transfer_leadership`); resolves the answer.
+   * A new leader starts the queue's dead-letter worker afresh.
+   */
+  async transferLeadership(queue: string, from: number, to: number): Promise<string> {
+    if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.transferLeadership: unexpected queue name ${JSON.stringify(queue)}`);
+    const [fromName, toName] = [this.slot(from).name, this.slot(to).name];
+    const expression =
+      `{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"${queue}">>)), {RaName, _} = amqqueue:get_pid(Q), ` +
+      `ra:transfer_leadership({RaName, '${fromName}'}, {RaName, '${toName}'}).`;
+    return (await this.ctl(from, 'eval', expression)).trim();
+  }
+
   /** Runs `rabbitmq-queues -q -n <node> ...args` against node `index`. */
   async queues(index: number, ...args: string[]): Promise<string> {
     return this.tool('rabbitmq-queues', index, args);

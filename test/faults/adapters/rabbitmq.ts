@@ -212,6 +212,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       },
       delayedCountExact: async () => sum(await this.cluster.messagesIn(levels, this.#clientNode)),
       parkedCount: async () => (unroutable ? peek.depth(unroutable) : 0),
+      unstick: this.#nodes > 1 ? () => this.#unstick(levels) : undefined,
       errorIds: () => this.#errorIds(harness, errorQueue, join(dir, 'error-store.db')),
       pendingIds: () => this.pendingIdsOf(levels, exits),
       cleanup: async () => {
@@ -283,6 +284,30 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     if (leader === this.#clientNode) throw new Error(`the clients' node ${leader} leads ${scope.queue}: the kill would cut them too`);
     await this.cluster.kill(leader);
     return () => this.cluster.boot(leader);
+  }
+
+  /**
+   * Moves the leadership of each delay level holding copies it
+   * dead-lettered and its target never confirmed to another running node,
+   * which starts the level's dead-letter worker afresh: RabbitMQ 3.10's
+   * worker does not send such copies again after its target's leader
+   * changed (see docs/rabbitmq.md). Says which levels it moved; undefined
+   * when none held any.
+   */
+  async #unstick(levels: readonly string[]): Promise<string | undefined> {
+    const held = await this.cluster.deadLetteredUnconfirmed(levels, this.#clientNode);
+    const stuck = levels.map((level, i) => ({ level, held: held[i]! })).filter((l) => l.held > 0);
+    if (stuck.length === 0) return undefined;
+    const running = await this.cluster.running();
+    const moved: string[] = [];
+    for (const { level, held: copies } of stuck) {
+      const from = await this.cluster.leaderOf(level);
+      const to = running.find((node) => node !== from);
+      if (to === undefined) continue;
+      const answer = await this.cluster.transferLeadership(level, from, to);
+      moved.push(`${level} (${copies} copies, node ${from} to ${to}: ${answer})`);
+    }
+    return moved.length > 0 ? `moved the leadership of the delay levels holding dead-lettered copies their target never confirmed: ${moved.join('; ')}` : undefined;
   }
 
   /**

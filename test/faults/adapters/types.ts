@@ -63,6 +63,15 @@ export interface Scope extends ScopeNames {
   errorIds(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
   pendingIds(): Promise<string[]>;
+  /**
+   * Where the broker can hold copies it will not send on by itself, does
+   * what an operator would to move them on, and says what it did; undefined
+   * when it found none held. The drain calls it after a minute without
+   * progress. Default: absent (RabbitMQ 3.10 clusters have it: a quorum
+   * delay level whose dead-letter worker stopped after its target's leader
+   * changed).
+   */
+  unstick?(): Promise<string | undefined>;
   /** Removes what the scenario left on the broker. */
   cleanup(): Promise<void>;
 }
