@@ -27,6 +27,10 @@ import type { NodePlacement } from './nats-node.js';
 import { isTracked, trackServer, untrackServer, until } from './own-servers.js';
 
 const BIN = '/usr/lib/rabbitmq/bin';
+/** A queue's ready and unacknowledged messages, over the queue record `Q` (Erlang). */
+const MESSAGES = 'proplists:get_value(messages, rabbit_amqqueue:info(Q, [messages]), 0)';
+/** A quorum queue's dead-lettered copies its target has not confirmed, 0 on other queues, over `Q` (Erlang). */
+const MESSAGES_DLX = '(try proplists:get_value(messages_dlx, rabbit_amqqueue:info(Q, [messages_dlx]), 0) catch _:_ -> 0 end)';
 const run = promisify(execFile);
 
 /** Options of {@link RabbitCluster.start}. */
@@ -236,20 +240,8 @@ export class RabbitCluster {
    * not confirmed yet (`messages_dlx`), which neither an AMQP read nor any
    * `list_queues` column shows. A queue that does not exist counts 0.
    */
-  async messagesIn(queues: readonly string[], index = 1): Promise<number[]> {
-    if (queues.length === 0) return [];
-    for (const queue of queues) if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.messagesIn: unexpected queue name ${JSON.stringify(queue)}`);
-    const names = queues.map((queue) => `<<"${queue}">>`).join(', ');
-    const expression =
-      // Tagged, so that Erlang cannot print the list of counts as a string.
-      `[{count, case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of ` +
-      `{ok, Q} -> proplists:get_value(messages, rabbit_amqqueue:info(Q, [messages]), 0) + ` +
-      `(try proplists:get_value(messages_dlx, rabbit_amqqueue:info(Q, [messages_dlx]), 0) catch _:_ -> 0 end); ` +
-      `_ -> 0 end} || N <- [${names}]].`;
-    const output = await this.ctl(index, 'eval', expression);
-    const counts = [...output.matchAll(/\{count,(\d+)\}/g)].map((match) => Number(match[1]));
-    if (counts.length !== queues.length) throw new Error(`RabbitCluster.messagesIn: unexpected answer ${output.slice(0, 200)}`);
-    return counts;
+  messagesIn(queues: readonly string[], index = 1): Promise<number[]> {
+    return this.#countEach('messagesIn', queues, `${MESSAGES} + ${MESSAGES_DLX}`, index);
   }
 
   /**
@@ -257,17 +249,21 @@ export class RabbitCluster {
    * yet confirmed by their target (`messages_dlx`), as node `index` counts
    * them in one pass, in the order given; 0 for a queue that does not exist.
    */
-  async deadLetteredUnconfirmed(queues: readonly string[], index = 1): Promise<number[]> {
+  deadLetteredUnconfirmed(queues: readonly string[], index = 1): Promise<number[]> {
+    return this.#countEach('deadLetteredUnconfirmed', queues, MESSAGES_DLX, index);
+  }
+
+  /** The Erlang expression `count` (over the queue record `Q`) for each of `queues`, read on node `index` in one pass. */
+  async #countEach(caller: string, queues: readonly string[], count: string, index: number): Promise<number[]> {
     if (queues.length === 0) return [];
-    for (const queue of queues) if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.deadLetteredUnconfirmed: unexpected queue name ${JSON.stringify(queue)}`);
+    for (const queue of queues) if (!/^[\w.-]+$/.test(queue)) throw new RangeError(`RabbitCluster.${caller}: unexpected queue name ${JSON.stringify(queue)}`);
     const names = queues.map((queue) => `<<"${queue}">>`).join(', ');
     const expression =
-      `[{count, case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of ` +
-      `{ok, Q} -> (try proplists:get_value(messages_dlx, rabbit_amqqueue:info(Q, [messages_dlx]), 0) catch _:_ -> 0 end); ` +
-      `_ -> 0 end} || N <- [${names}]].`;
+      // Tagged, so that Erlang cannot print the list of counts as a string.
+      `[{count, case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of {ok, Q} -> ${count}; _ -> 0 end} || N <- [${names}]].`;
     const output = await this.ctl(index, 'eval', expression);
     const counts = [...output.matchAll(/\{count,(\d+)\}/g)].map((match) => Number(match[1]));
-    if (counts.length !== queues.length) throw new Error(`RabbitCluster.deadLetteredUnconfirmed: unexpected answer ${output.slice(0, 200)}`);
+    if (counts.length !== queues.length) throw new Error(`RabbitCluster.${caller}: unexpected answer ${output.slice(0, 200)}`);
     return counts;
   }
 
