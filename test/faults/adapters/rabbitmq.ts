@@ -183,7 +183,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     try {
       const answer = await this.cluster.ctl(node, 'eval', expression);
       await until(`${queue}'s leader on node ${node} (${answer.trim()})`, LEADER_MOVE_TIMEOUT_MS, async () => (await this.cluster.leaderOf(queue, node).catch(() => undefined)) === node, 200);
-      return node;
+      return `${node} (moved from node ${at ?? 'unknown'})`;
     } catch (error) {
       this.#log(`${queue}: the leader did not move to node ${node} (${(error as Error).message}); it stays where it is`);
       return this.cluster.leaderOf(queue).catch(() => 'unknown');

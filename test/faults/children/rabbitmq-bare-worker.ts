@@ -165,9 +165,11 @@ process.once('SIGTERM', () => {
   void (async () => {
     stopping = true;
     const s = session;
-    if (s?.consumerTag !== undefined) await s.consume.cancel(s.consumerTag).catch(() => undefined);
+    // Each step bounded: a connection the network cut answers nothing.
+    const bounded = (step: Promise<unknown> | undefined) => Promise.race([step?.catch(() => undefined), sleep(2_000)]);
+    if (s?.consumerTag !== undefined) await bounded(s.consume.cancel(s.consumerTag));
     for (const deadline = Date.now() + 10_000; running > 0 && Date.now() < deadline; ) await sleep(20);
-    await s?.model.close().catch(() => undefined);
+    await bounded(s?.model.close());
     log.close();
     holds?.close();
     process.exit(0);
