@@ -18,7 +18,10 @@
  * odd workers run in a client namespace `c1` connected to one follower of
  * the scope's work queue, the even workers in `c2` connected to the other;
  * the harness reads the evidence through c2's node over its own veth. The
- * partition scenarios cut that network apart.
+ * partition scenarios cut that network apart. There the bare amqplib client
+ * runs beside redeliver (see {@link RabbitMqFaultAdapter.bareScope}), its
+ * work queue led by the node that leads redeliver's, so a cut meets both
+ * alike.
  */
 import amqp from 'amqplib';
 import { copyFileSync, existsSync } from 'node:fs';
@@ -30,6 +33,7 @@ import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { Nemesis } from '../network/nemesis.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
+import { bareDelayQueue, bareQueues } from '../children/rabbitmq-bare-client.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
 import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
@@ -73,6 +77,9 @@ const SINGLE_NODE_SKIPS: Record<string, string> = {
 /** How long the end-of-run read waits for the delay levels to hand on every copy: past the 180 s retry of a hop left unconfirmed by a broker fault. */
 const LEVELS_SETTLE_TIMEOUT_MS = 200_000;
 
+/** How long a move of the bare work queue's leader may take before the partition goes on with the leader where it is. */
+const LEADER_MOVE_TIMEOUT_MS = 10_000;
+
 /** Ingests of the error queue at most, each after the cluster is whole, until one finds nothing new. */
 const ERROR_INGEST_PASSES = 5;
 
@@ -95,6 +102,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   #clientNode = 1;
   /** On the network, the node the `c1` clients connect to: the other follower of the work queue when the scope began. */
   #c1Node = 1;
+  /** The work queue of each live bare scope, by the work queue of the scope it runs beside. */
+  readonly #bareQueues = new Map<string, string>();
 
   constructor(options: RabbitMqFaultAdapterOptions = {}) {
     this.#nodes = options.nodes ?? 1;
@@ -153,7 +162,37 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   async #roles(scope: Scope): Promise<PartitionRoles> {
     const leader = await this.cluster.leaderOf(scope.queue);
     this.#log(`${scope.queue}: leader node ${leader}; c1 clients on node ${this.#c1Node}, c2 clients and the harness on node ${this.#clientNode}`);
+    const bare = this.#bareQueues.get(scope.queue);
+    if (bare) this.#log(`${bare} (bare client): leader node ${await this.#moveLeader(bare, leader)}`);
     return { leader: `n${leader}`, followers: this.cluster.nodes.filter((n) => n !== leader).map((n) => `n${n}`), clients: CLIENT_MEMBERS };
+  }
+
+  /**
+   * Moves the leadership of quorum queue `queue` to `node` (`ra:transfer_leadership`),
+   * unless it is there already, and resolves where it is after: best effort,
+   * a move that does not finish within {@link LEADER_MOVE_TIMEOUT_MS} (or a
+   * transfer the leader refuses) leaves it where it is, logged.
+   */
+  async #moveLeader(queue: string, node: number): Promise<number | string> {
+    const at = await this.cluster.leaderOf(queue).catch(() => undefined);
+    if (at === node) return node;
+    const target = this.cluster.nodeName(node);
+    const expression =
+      `{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"${queue}">>)), {RaName, _} = amqqueue:get_pid(Q), ` +
+      `{ok, _, Leader} = ra:members({RaName, node()}), {transfer, ra:transfer_leadership(Leader, {RaName, '${target}'})}.`;
+    try {
+      const answer = await this.cluster.ctl(node, 'eval', expression);
+      await until(`${queue}'s leader on node ${node} (${answer.trim()})`, LEADER_MOVE_TIMEOUT_MS, async () => (await this.cluster.leaderOf(queue, node).catch(() => undefined)) === node, 200);
+      return `${node} (moved from node ${at ?? 'unknown'})`;
+    } catch (error) {
+      this.#log(`${queue}: the leader did not move to node ${node} (${(error as Error).message}); it stays where it is`);
+      return this.cluster.leaderOf(queue).catch(() => 'unknown');
+    }
+  }
+
+  /** On the network, the node a process of `role` connects to: the producers and odd workers (`c1`) to one follower, the harness and c2 to the other. */
+  #nodeOf(role: string): number {
+    return /^(producer|worker)-/.test(role) && clientMemberOf(role) === CLIENT_MEMBERS[0] ? this.#c1Node : this.#clientNode;
   }
 
   async scope(label: string, dir: string, options: ScopeOptions = {}): Promise<Scope> {
@@ -179,11 +218,9 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         }),
       );
     }
-    // On the network, the c1 clients (producers, odd workers) connect to one follower; the harness and c2 to the other.
-    const nodeOf = (role: string) => (/^(producer|worker)-/.test(role) && clientMemberOf(role) === CLIENT_MEMBERS[0] ? this.#c1Node : this.#clientNode);
     const spec = (role: string): TransportSpec => ({
       kind: 'rabbitmq',
-      url: this.cluster.url(nodeOf(role)),
+      url: this.cluster.url(this.#nodeOf(role)),
       connectionName: `${label}-${role}`,
       topologyPrefix,
       queueType,
@@ -227,6 +264,62 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         }
       },
     };
+  }
+
+  /**
+   * On the namespaced cluster, for every partition scenario: a scope for the
+   * bare amqplib client (children/rabbitmq-bare-*.ts), with a work queue, an
+   * error queue and a delay queue, all quorum queues as redeliver's are,
+   * declared here through the node that leads redeliver's work queue, so
+   * that their leaders start there (and {@link RabbitMqFaultAdapter.partitions}'
+   * roles move the work queue's leader back there before each cut). Its
+   * processes run where redeliver's of the same role do and connect to the
+   * same node.
+   */
+  async bareScope(scenario: string, label: string): Promise<Scope | undefined> {
+    const network = this.#network;
+    if (!network || !scenario.startsWith('partition-')) return undefined;
+    const queue = label;
+    const errorQueue = `${label}.error`;
+    const delay = bareDelayQueue(queue);
+    const beside = label.replace(/-bare$/, '');
+    const leader = await this.cluster.leaderOf(beside);
+    await this.#withChannel(leader, async (channel) => {
+      for (const q of bareQueues(queue, errorQueue)) await channel.assertQueue(q.name, { durable: true, arguments: q.arguments });
+    });
+    this.#bareQueues.set(beside, queue);
+    this.#log(`${queue} (bare client): declared through node ${leader}, its leader node ${await this.cluster.leaderOf(queue).catch(() => 'unknown')}`);
+    const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
+    return {
+      label,
+      queue,
+      errorQueue,
+      place: (role, argv) => network.command(clientMemberOf(role), argv),
+      cliTarget: this.cluster.url(this.#clientNode),
+      children: { worker: 'test/faults/children/rabbitmq-bare-worker.ts', producer: 'test/faults/children/rabbitmq-bare-producer.ts' },
+      spec: (role) => ({ kind: 'rabbitmq', url: this.cluster.url(this.#nodeOf(role)), connectionName: `${label}-${role}`, topologyPrefix: `${label}.t`, queueType: 'quorum' }),
+      errorCount: () => peek.depth(errorQueue),
+      delayedCount: () => peek.depth(delay),
+      delayedCountExact: async () => sum(await this.cluster.messagesIn([delay], this.#clientNode)),
+      errorIds: () => this.#bareErrorIds(errorQueue),
+      pendingIds: () => this.pendingIdsOf([delay], [queue]),
+      cleanup: async () => {
+        this.#bareQueues.delete(beside);
+        await peek.close();
+        await this.#withChannel(this.#clientNode, async (channel) => {
+          for (const q of [queue, delay, errorQueue]) await channel.deleteQueue(q);
+        }).catch(() => undefined);
+      },
+    };
+  }
+
+  /** The bare error queue's ids, read off it (destructively) once every node is up and the queue has a leader (see {@link RabbitMqFaultAdapter.#errorIds}). */
+  async #bareErrorIds(errorQueue: string): Promise<string[]> {
+    await until(`every node up and a leader for ${errorQueue}`, 60_000, async () => {
+      if ((await this.cluster.running()).length < this.#nodes) return false;
+      return this.cluster.leaderOf(errorQueue).then(() => true, () => false);
+    }, 500).catch((error: Error) => this.#log(`${error.message}; reading anyway`));
+    return this.#drainIds([errorQueue]);
   }
 
   async killBroker(): Promise<void> {
