@@ -16,24 +16,39 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from '../support/own-servers.js';
-import { RedisFaultAdapter } from './adapters/redis.js';
+import { RedisFaultAdapter, type FailoverSetup } from './adapters/redis.js';
+import type { Scope } from './adapters/types.js';
 import { networkUnavailableReason } from './network/ip.js';
 import { openSpec } from './transport-spec.js';
 
 const unavailable = networkUnavailableReason();
 
-describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namespaces', () => {
-  const adapter = new RedisFaultAdapter({ failover: { setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 } });
-  const dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-netns-'));
-
+/** An adapter on `setup`, started before the enclosing describe's tests and stopped after them, and a directory of its own. */
+function startedAdapter(setup: FailoverSetup, dirPrefix: string): { adapter: RedisFaultAdapter; dir: string } {
+  const adapter = new RedisFaultAdapter({ failover: setup });
+  const dir = mkdtempSync(join(tmpdir(), dirPrefix));
   beforeAll(async () => {
     await adapter.start();
   }, 90_000);
-
   afterAll(async () => {
     await adapter.stop();
     rmSync(dir, { recursive: true, force: true });
   }, 30_000);
+  return { adapter, dir };
+}
+
+/** Sends `m-1` through a producer of `scope`; resolves once the send is confirmed. */
+async function sendOne(scope: Scope): Promise<void> {
+  const producer = openSpec(scope.spec('producer'));
+  try {
+    await producer.send(scope.queue, { id: 'm-1', body: new Uint8Array([1]), headers: {} });
+  } finally {
+    await producer.close();
+  }
+}
+
+describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namespaces', () => {
+  const { adapter, dir } = startedAdapter({ setup: 'sentinel', network: true, waitReplicas: 1, basePort: 7220 }, 'redeliver-redis-netns-');
 
   it('names the primary as the leader; isolating it promotes a replica the harness then reads, and the old primary rejoins as a replica', async () => {
     expect(adapter.transport).toBe('redis-sentinel-netns-w1');
@@ -46,12 +61,7 @@ describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namesp
     expect(scope.place!('worker-2', ['node'])).toEqual(nemesis.network.command('c2', ['node']));
 
     // Sent through the Sentinels with waitReplicas 1: on a replica before the send resolves.
-    const producer = openSpec(scope.spec('producer'));
-    try {
-      await producer.send(scope.queue, { id: 'm-1', body: new Uint8Array([1]), headers: {} });
-    } finally {
-      await producer.close();
-    }
+    await sendOne(scope);
 
     nemesis.isolate(before.leader);
     try {
@@ -76,17 +86,7 @@ describe.skipIf(unavailable)('RedisFaultAdapter on the sentinel set-up in namesp
 });
 
 describe.skipIf(unavailable)('RedisFaultAdapter on the cluster set-up in namespaces', () => {
-  const adapter = new RedisFaultAdapter({ failover: { setup: 'cluster', network: true, waitReplicas: 1, basePort: 7260 } });
-  const dir = mkdtempSync(join(tmpdir(), 'redeliver-redis-cluster-netns-'));
-
-  beforeAll(async () => {
-    await adapter.start();
-  }, 90_000);
-
-  afterAll(async () => {
-    await adapter.stop();
-    rmSync(dir, { recursive: true, force: true });
-  }, 30_000);
+  const { adapter, dir } = startedAdapter({ setup: 'cluster', network: true, waitReplicas: 1, basePort: 7260 }, 'redeliver-redis-cluster-netns-');
 
   it("names the member of the scope's slot's primary as the leader; isolating it promotes its replica in the next member, which the harness then reads, and the old primary rejoins as a replica", async () => {
     expect(adapter.transport).toBe('redis-cluster-netns-w1');
@@ -102,12 +102,7 @@ describe.skipIf(unavailable)('RedisFaultAdapter on the cluster set-up in namespa
     expect(scope.place!('worker-2', ['node'])).toEqual(nemesis.network.command('c2', ['node']));
 
     // Sent on the cluster url with waitReplicas 1: on the replica before the send resolves.
-    const producer = openSpec(scope.spec('producer'));
-    try {
-      await producer.send(scope.queue, { id: 'm-1', body: new Uint8Array([1]), headers: {} });
-    } finally {
-      await producer.close();
-    }
+    await sendOne(scope);
 
     // Primary i is in member i, its replica in member i + 1.
     const next = members[(members.indexOf(before.leader) + 1) % 3];

@@ -307,7 +307,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
         this.#bareQueues.delete(beside);
         await peek.close();
         await this.#withChannel(this.#clientNode, async (channel) => {
-          for (const q of [queue, delay, errorQueue]) await channel.deleteQueue(q);
+          for (const q of bareQueues(queue, errorQueue)) await channel.deleteQueue(q.name);
         }).catch(() => undefined);
       },
     };

@@ -9,7 +9,10 @@
  * with a per-message `expiration`; the delay queue dead-letters expired
  * copies to the work queue through the default exchange, at least once (a
  * quorum queue's `x-dead-letter-strategy: at-least-once`, which RabbitMQ
- * honours only with `x-overflow: reject-publish`).
+ * honours only with `x-overflow: reject-publish`). The fault adapter's
+ * bare scope declares them on the suite's own cluster and deletes every one
+ * of them at its cleanup (`RabbitMqFaultAdapter.bareScope`); the children
+ * declare none.
  */
 import amqp from 'amqplib';
 import type { ChannelModel, ConfirmChannel, Options } from 'amqplib';

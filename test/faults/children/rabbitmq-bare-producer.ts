@@ -9,19 +9,14 @@
  *
  * Usage: node --import tsx rabbitmq-bare-producer.ts '<ProducerConfig as JSON>'
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChannelModel, ConfirmChannel } from 'amqplib';
-import { openEvidenceLog } from '../evidence-log.js';
+import { publishAll } from './bare-lanes.js';
 import { bareConnect, publishConfirmed } from './rabbitmq-bare-client.js';
 import type { ProducerConfig } from './producer.js';
-
-const RETRY_FOR_MS = 60_000;
 
 const config = JSON.parse(process.argv[2] ?? '') as ProducerConfig;
 if (config.transport.kind !== 'rabbitmq') throw new Error('rabbitmq-bare-producer: a rabbitmq transport spec is needed');
 const { url, connectionName } = config.transport;
-const log = openEvidenceLog(config.log);
-const failed = openEvidenceLog(config.failedLog);
 
 interface Session {
   readonly model: ChannelModel;
@@ -63,32 +58,15 @@ function drop(s: Session | undefined): void {
   }
 }
 
-let next = config.from;
-async function lane(): Promise<void> {
-  while (next < config.to) {
-    const id = `m-${next++}`;
-    const deadline = Date.now() + RETRY_FOR_MS;
-    for (;;) {
-      let s: Session | undefined;
-      try {
-        s = await session();
-        await publishConfirmed(s.channel, config.queue, id);
-        log.append(id);
-        break;
-      } catch (error) {
-        drop(s);
-        if (Date.now() > deadline) {
-          failed.append(id);
-          console.error(`bare producer: publish of ${id} failed: ${(error as Error).message}`);
-          break;
-        }
-        await sleep(500);
-      }
-    }
+await publishAll(config, async (id) => {
+  let s: Session | undefined;
+  try {
+    s = await session();
+    await publishConfirmed(s.channel, config.queue, id);
+  } catch (error) {
+    drop(s);
+    throw error;
   }
-}
-await Promise.all(Array.from({ length: config.window }, lane));
+});
 await current?.then((s) => s.model.close()).catch(() => undefined);
-log.close();
-failed.close();
 process.exit(0);
