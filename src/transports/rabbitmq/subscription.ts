@@ -88,10 +88,24 @@ export class RabbitMqSubscription implements Subscription, DeliveryOwner {
     return this.#inFlight;
   }
 
-  /** Opens the consumer on the current connection. */
+  /**
+   * Opens the consumer on the current connection. When that connection drops
+   * while the consumer opens (its declaration or `consume` rejected because
+   * the connection closed), opens it on the next one: a drop during start is
+   * repaired as any later one is. Other failures reject.
+   */
   async start(): Promise<void> {
-    const session = await this.context.connection.connect();
-    await this.#serial(() => this.#openOn(session));
+    for (;;) {
+      const session = await this.context.connection.connect();
+      try {
+        await this.#serial(() => this.#openOn(session));
+      } catch (error) {
+        if (session.alive || this.#state === 'closed') throw error;
+        this.context.options.logger?.warn({ err: error, queue: this.queue }, `rabbitmq: the connection dropped while the consumer of '${this.queue}' opened; opening it on the next one`);
+        continue;
+      }
+      if (this.#channel || this.#state === 'closed') return;
+    }
   }
 
   #serial<T>(op: () => Promise<T>): Promise<T> {

@@ -174,8 +174,16 @@ export class RabbitMqTransport implements Transport {
     const timeoutMs = this.#options.confirmTimeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      const session = await this.#publishingConnection.whenReady(signal);
-      if (!this.#declarations.isReady(session, errorQueue)) await raceAbort(this.#declarations.declare(session, errorQueue, 'error'), signal);
+      for (;;) {
+        const session = await this.#publishingConnection.whenReady(signal);
+        try {
+          if (!this.#declarations.isReady(session, errorQueue)) await raceAbort(this.#declarations.declare(session, errorQueue, 'error'), signal);
+          return;
+        } catch (error) {
+          // The connection dropped during the declaration: declare again on the next one, within the same time.
+          if (session.alive || signal.aborted) throw error;
+        }
+      }
     } catch (error) {
       if (!signal.aborted) throw error;
       throw new Error(`rabbitmq: error queue '${errorQueue}' was not declared within confirmTimeoutMs (${timeoutMs} ms)`, { cause: error });
