@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Broker, BrokerStatus } from './broker.js';
-import { brokersDir, httpGet, livePid, onPath, run, spawnDetached, stopPid, waitFor } from './system.js';
+import { brokersDir, goCommand, httpGet, livePid, run, spawnDetached, stopPid, waitFor } from './system.js';
 
 const VERSION = '1.3.0';
 const MODULE = `github.com/nsqio/nsq@v${VERSION}`;
@@ -18,13 +18,6 @@ const binDir = () => brokersDir('nsq', VERSION, 'bin');
 const runDir = () => brokersDir('run', 'nsq');
 const nsqd = () => join(binDir(), 'nsqd');
 const nsqlookupd = () => join(binDir(), 'nsqlookupd');
-
-/** `go` from the PATH, or the toolchain's usual home. */
-async function goCommand(): Promise<string> {
-  if (await onPath('go')) return 'go';
-  if (existsSync('/usr/local/go/bin/go')) return '/usr/local/go/bin/go';
-  throw new Error('Go is not installed (needed to build nsqd from the Go module proxy)');
-}
 
 async function pings(port: number): Promise<boolean> {
   const reply = await httpGet(port, '/ping');
@@ -40,7 +33,7 @@ export const nsq: Broker = {
 
   async install(say) {
     if (existsSync(nsqd()) && existsSync(nsqlookupd())) return;
-    const go = await goCommand();
+    const go = await goCommand('nsqd');
     const env = { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-modcacherw' };
     say(`building nsqd and nsqlookupd v${VERSION} from the Go module proxy`);
     const download = JSON.parse(await run(go, ['mod', 'download', '-json', MODULE], { env, cwd: binDir() })) as { Dir?: string; Error?: string };

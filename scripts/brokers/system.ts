@@ -48,6 +48,13 @@ export async function onPath(command: string): Promise<boolean> {
   );
 }
 
+/** `go` from the PATH, or the toolchain's usual home; throws naming `what` needs it when there is neither. */
+export async function goCommand(what: string): Promise<string> {
+  if (await onPath('go')) return 'go';
+  if (existsSync('/usr/local/go/bin/go')) return '/usr/local/go/bin/go';
+  throw new Error(`Go is not installed (needed to build ${what} from the Go module proxy)`);
+}
+
 /** Whether something accepts TCP connections on 127.0.0.1:`port`. */
 export function listening(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {

@@ -23,7 +23,7 @@ import { RocketMqFaultAdapter } from './adapters/rocketmq.js';
 import { SqliteFaultAdapter } from './adapters/sqlite.js';
 import type { FaultAdapter } from './adapters/types.js';
 import { formatRow, jsonLine } from './report.js';
-import { rowFailure, rowStall, runScenario, skipReasonOf, type ScenarioResult } from './run.js';
+import { holdsFailure, pairedHolds, rowFailure, rowStall, runScenario, skipReasonOf, type ScenarioResult } from './run.js';
 import { networkUnavailableReason } from './network/ip.js';
 import { PARTITION_SCENARIOS, PARTITION_TRANSPORTS } from './partition-scenarios.js';
 import { SCENARIOS, type Scenario } from './scenarios.js';
@@ -171,6 +171,11 @@ for (const make of adapters) {
       results.push(result);
       log(formatRow(result));
     }
+    const together = holdsFailure(results.filter((r) => r.transport === adapter.transport));
+    if (together !== undefined) {
+      failures++;
+      log(`FAILED (${adapter.transport}, its rows together): ${together}`);
+    }
   } finally {
     await adapter.stop();
   }
@@ -181,6 +186,10 @@ console.log('\nfault table');
 const order = (r: ScenarioResult) => ALL.findIndex((s) => s.name === r.name);
 results.sort((a, b) => a.transport.localeCompare(b.transport) || order(a) - order(b));
 for (const result of results) console.log(formatRow(result));
+for (const transport of new Set(results.map((r) => r.transport))) {
+  const totals = pairedHolds(results.filter((r) => r.transport === transport));
+  if (totals) console.log(`${transport}: two holders over ${totals.rows} rows: redeliver ${totals.ours}, the bare client ${totals.bare}${totals.ours > totals.bare ? ' (FAILED)' : ''}`);
+}
 console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);
 if (!values.keep) rmSync(dir, { recursive: true, force: true });
 console.log(jsonLine(results, elapsed));

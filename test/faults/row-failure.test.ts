@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rowFailure, rowStall, type ScenarioResult } from './run.js';
+import { holdsFailure, rowFailure, rowStall, type ScenarioResult } from './run.js';
 
 const passing: ScenarioResult = { name: 'worker-kill', transport: 'sqlite', messages: 100, lost: 0, duplicates: 2, recoverySeconds: 3.1, pending: 0 };
 
@@ -23,6 +23,10 @@ describe('a fault row fails', () => {
     expect(rowFailure({ ...passing, overlaps: 1 })).toBe('two holders 1');
   });
 
+  it('not on its own when a bare client recorded its holds beside it: the run compares the two', () => {
+    expect(rowFailure({ ...passing, overlaps: 1, bareOverlaps: 0 })).toBeUndefined();
+  });
+
   it('when the scenario stopped before its fault ran through', () => {
     expect(rowFailure({ ...passing, stoppedEarly: 'worker-1 exited at start with code 1' })).toBe('stopped early: worker-1 exited at start with code 1');
   });
@@ -38,5 +42,21 @@ describe('a fault row fails', () => {
   it('never when the scenario was skipped', () => {
     expect(rowFailure({ ...passing, recoverySeconds: null, pending: 3, skipped: 'needs root' })).toBeUndefined();
     expect(rowStall({ ...passing, recoverySeconds: null, pending: 3, skipped: 'needs root' })).toBeUndefined();
+  });
+});
+
+describe("a cluster's rows fail together", () => {
+  const paired = (overlaps: number, bareOverlaps: number): ScenarioResult => ({ ...passing, transport: 'jetstream-3-netns', overlaps, bareOverlaps });
+
+  it('when redeliver held messages twice at once more often over the run than the bare client beside it', () => {
+    expect(holdsFailure([paired(1, 0), paired(0, 0), paired(1, 0), paired(0, 6)])).toBeUndefined();
+    expect(holdsFailure([paired(1, 0), paired(2, 2)])).toBe('two holders 3 over 2 rows, the bare client 2');
+    expect(holdsFailure([paired(0, 0), paired(0, 0)])).toBeUndefined();
+  });
+
+  it('counts only the rows a bare client recorded holds beside, and not skipped ones', () => {
+    expect(holdsFailure([{ ...passing, overlaps: 5 }, paired(1, 1)])).toBeUndefined();
+    expect(holdsFailure([{ ...paired(4, 0), skipped: 'needs root' }, paired(1, 1)])).toBeUndefined();
+    expect(holdsFailure([{ ...passing, overlaps: 2 }])).toBeUndefined();
   });
 });

@@ -64,16 +64,41 @@ export interface ScenarioResult {
  * Why a row fails, or undefined when it passes: redeliver lost more than
  * the broker's bare client beside it (where there is one; a failover
  * without `waitReplicas` may lose what asynchronous replication had not
- * copied yet: measured, not a failure), held a message twice at once, or
- * did not run its scenario through. A row that gave up with messages still
- * pending is {@link rowStall}: reported, not yet a failure.
+ * copied yet: measured, not a failure), held a message twice at once
+ * (where no bare client recorded its holds beside it; where one did,
+ * {@link holdsFailure} compares the two over the run), or did not run its
+ * scenario through. A row that gave up with messages still pending is
+ * {@link rowStall}: reported, not yet a failure.
  */
 export function rowFailure(result: ScenarioResult): string | undefined {
   if (result.skipped !== undefined) return undefined;
   if (result.lost > (result.bareLost ?? 0) && result.waitReplicas !== 0) return `lost ${result.lost}`;
-  if ((result.overlaps ?? 0) > 0) return `two holders ${result.overlaps}`;
+  if (result.bareOverlaps === undefined && (result.overlaps ?? 0) > 0) return `two holders ${result.overlaps}`;
   if (result.stoppedEarly !== undefined) return `stopped early: ${result.stoppedEarly}`;
   return undefined;
+}
+
+/**
+ * Where a bare client recorded its holds beside redeliver's (the partition
+ * rows of JetStream and RabbitMQ), why the rows of one cluster fail
+ * together, or undefined: redeliver held messages in two handlers at once
+ * (early or stale) more often, over all of them, than the bare client did.
+ * There such holds are the broker's: it gives a message to another worker
+ * without a word to the one that holds it (a RabbitMQ quorum queue that
+ * lost sight of its consumer's node, a JetStream consumer leader elected
+ * across a cut), to any client alike, a few times in a row at most, so one
+ * row's count is chance and the run's total is the measure.
+ */
+export function holdsFailure(results: readonly ScenarioResult[]): string | undefined {
+  const totals = pairedHolds(results);
+  return totals && totals.ours > totals.bare ? `two holders ${totals.ours} over ${totals.rows} rows, the bare client ${totals.bare}` : undefined;
+}
+
+/** The early and stale holds of redeliver (`ours`) and of the bare client, summed over the rows that ran with both recording them; undefined when none did. */
+export function pairedHolds(results: readonly ScenarioResult[]): { rows: number; ours: number; bare: number } | undefined {
+  const paired = results.filter((r) => r.skipped === undefined && r.bareOverlaps !== undefined);
+  if (paired.length === 0) return undefined;
+  return { rows: paired.length, ours: paired.reduce((sum, r) => sum + (r.overlaps ?? 0), 0), bare: paired.reduce((sum, r) => sum + (r.bareOverlaps ?? 0), 0) };
 }
 
 /**

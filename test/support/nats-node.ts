@@ -46,6 +46,8 @@ export interface NatsClusterOptions {
    * loopback, on free ports, run directly.
    */
   readonly placement?: (index: number) => NodePlacement;
+  /** The nats-server program the nodes run. Default `nats-server` from the PATH (Debian's). */
+  readonly server?: string;
 }
 
 /** Where a node runs (see {@link NatsClusterOptions.placement}). */
@@ -104,6 +106,7 @@ async function monitor(slot: NodeSlot, path: string): Promise<{ status: number; 
 export class NatsCluster {
   readonly #slots: NodeSlot[];
   readonly #log: (line: string) => void;
+  readonly #server: string;
   /** The account's file-storage limit in bytes; -1 for none. */
   #maxFile = -1;
 
@@ -112,9 +115,11 @@ export class NatsCluster {
     readonly baseDir: string,
     slots: NodeSlot[],
     log: (line: string) => void,
+    server: string,
   ) {
     this.#slots = slots;
     this.#log = log;
+    this.#server = server;
   }
 
   /** Starts the nodes on free ports with fresh store directories; resolves when every one is ready. */
@@ -135,7 +140,7 @@ export class NatsCluster {
       httpPort: options.placement ? DEFAULT_PORTS.http : ports[3 * i + 2]!,
       stalled: false,
     }));
-    const cluster = new NatsCluster(mkdtempSync(join(tmpdir(), 'redeliver-nats-')), slots, options.log ?? (() => undefined));
+    const cluster = new NatsCluster(mkdtempSync(join(tmpdir(), 'redeliver-nats-')), slots, options.log ?? (() => undefined), options.server ?? SERVER);
     trackServer(cluster);
     try {
       await Promise.all(cluster.nodes.map((index) => cluster.boot(index)));
@@ -183,7 +188,7 @@ export class NatsCluster {
     mkdirSync(this.storeDir(index), { recursive: true });
     this.#writeConfig(slot);
     const started = Date.now();
-    const [file, ...args] = slot.placement.command([SERVER, '-c', this.#configPath(slot), '-l', this.logPath(index)]);
+    const [file, ...args] = slot.placement.command([this.#server, '-c', this.#configPath(slot), '-l', this.logPath(index)]);
     const child = spawn(file!, args, { detached: true, stdio: 'ignore' });
     child.unref();
     slot.process = child;

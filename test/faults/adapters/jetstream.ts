@@ -19,12 +19,16 @@
  * every node; the partition scenarios cut that network apart. There the
  * bare nats.js client runs beside redeliver (see
  * {@link JetStreamFaultAdapter.bareScope}), its stream and consumer led by
- * the node that leads redeliver's, so a cut meets both alike.
+ * the node that leads redeliver's, so a cut meets both alike. The
+ * namespaced nodes run the newer nats-server of
+ * {@link installPartitionServer}, since Debian's 2.9.10 loses confirmed
+ * publishes in some splits of its own accord.
  */
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AckPolicy, DiscardPolicy, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { installPartitionServer } from '../../../scripts/brokers/nats.js';
 import { NATS_PREFIX_ENV } from '../../../src/cli/open-transport.js';
 import { decodeNatsHeaders } from '../../../src/transports/jetstream/codec.js';
 import { JetStreamNames, QUEUE_CONSUMER, QUEUE_DESCRIPTION, type QueueNames } from '../../../src/transports/jetstream/names.js';
@@ -37,6 +41,7 @@ import { Nemesis } from '../network/nemesis.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
 import { FaultNetwork, sweepNetworks } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
+import { until } from '../../support/own-servers.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { BARE_CONSUMER, bareNames } from '../children/jetstream-bare-client.js';
 import { WORKER_LEASE_MS } from '../context.js';
@@ -119,7 +124,9 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     }
     const network = this.#network;
     const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));
-    this.#cluster = await NatsCluster.start({ nodes: this.#nodes, log: this.#log, placement });
+    const server = network && (await installPartitionServer(this.#log));
+    if (server) this.#log(`nodes run ${server}`);
+    this.#cluster = await NatsCluster.start({ nodes: this.#nodes, log: this.#log, placement, server });
     const nc = await connect({
       servers: this.cluster.nodes.map((node) => this.cluster.url(node)),
       name: 'faults-harness',
@@ -258,17 +265,19 @@ export class JetStreamFaultAdapter implements FaultAdapter {
     const jsm = this.#jsm;
     for (const name of [queue, errorQueue]) {
       const { stream, subject } = bareNames(name);
-      await jsm.streams.add({
-        name: stream,
-        subjects: [subject],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-        num_replicas: 3,
-        duplicate_window: JETSTREAM_DEFAULTS.duplicateWindowMs * NS_PER_MS,
-      });
+      await answered(`the bare client's stream ${stream}`, () =>
+        jsm.streams.add({
+          name: stream,
+          subjects: [subject],
+          retention: RetentionPolicy.Workqueue,
+          storage: StorageType.File,
+          num_replicas: 3,
+          duplicate_window: JETSTREAM_DEFAULTS.duplicateWindowMs * NS_PER_MS,
+        }),
+      );
     }
     const { stream } = bareNames(queue);
-    await jsm.consumers.add(stream, { durable_name: BARE_CONSUMER, ack_policy: AckPolicy.Explicit, ack_wait: WORKER_LEASE_MS * NS_PER_MS, max_deliver: -1 });
+    await answered(`the bare client's consumer of ${stream}`, () => jsm.consumers.add(stream, { durable_name: BARE_CONSUMER, ack_policy: AckPolicy.Explicit, ack_wait: WORKER_LEASE_MS * NS_PER_MS, max_deliver: -1 }));
     this.#bareStreams.set(label.replace(/-bare$/, ''), stream);
     const servers = this.cluster.nodes.map((node) => this.cluster.url(node));
     return {
@@ -399,4 +408,14 @@ export class JetStreamFaultAdapter implements FaultAdapter {
       return decoded.id ?? decoded.natsMsgId ?? `${stream}:${message.seq}`;
     });
   }
+}
+
+/**
+ * Runs a stream or consumer `add` until the cluster answers it, for up to
+ * 30 s: after a run of cuts its metadata leader may still be in election
+ * (the request times out). An add the server already did, asked again
+ * with the same settings, answers with what is there.
+ */
+async function answered(what: string, add: () => Promise<unknown>): Promise<void> {
+  await until(what, 30_000, () => add().then(() => true, () => false), 500);
 }
