@@ -187,8 +187,9 @@ const order = (r: ScenarioResult) => ALL.findIndex((s) => s.name === r.name);
 results.sort((a, b) => a.transport.localeCompare(b.transport) || order(a) - order(b));
 for (const result of results) console.log(formatRow(result));
 for (const transport of new Set(results.map((r) => r.transport))) {
-  const totals = pairedHolds(results.filter((r) => r.transport === transport));
-  if (totals) console.log(`${transport}: two holders over ${totals.rows} rows: redeliver ${totals.ours}, the bare client ${totals.bare}${totals.ours > totals.bare ? ' (FAILED)' : ''}`);
+  const rows = results.filter((r) => r.transport === transport);
+  const totals = pairedHolds(rows);
+  if (totals) console.log(`${transport}: two holders over ${totals.rows} rows: redeliver ${totals.ours}, the bare client ${totals.bare}${holdsFailure(rows) === undefined ? '' : ' (FAILED)'}`);
 }
 console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);
 if (!values.keep) rmSync(dir, { recursive: true, force: true });
