@@ -35,10 +35,11 @@ function workload(messages: number) {
 }
 
 /** Starts the first `sends` sends and two workers; resolves once 40 % of those sends are handled. */
-async function startFlow(context: ScenarioContext, sends: number): Promise<void> {
+async function startFlow(context: ScenarioContext, sends: number, beforeTraffic: () => Promise<void> = async () => undefined): Promise<void> {
+  await context.startWorker();
+  await context.startWorker();
+  await beforeTraffic();
   context.startProducer(0, sends);
-  await context.startWorker();
-  await context.startWorker();
   const target = Math.ceil(sends * 0.4);
   await context.waitUntil(`${target} handled`, 3 * 60_000, () => context.handledCount() >= target);
 }
@@ -68,9 +69,11 @@ function kindScenario(kind: PartitionKind): Scenario {
     async run(context) {
       const { messages } = context.workload;
       const half = Math.floor(messages / 2);
-      await startFlow(context, half);
       const partitions = context.adapter.partitions!;
-      const roles = await partitions.roles(context.scope);
+      let roles!: Awaited<ReturnType<typeof partitions.roles>>;
+      await startFlow(context, half, async () => {
+        roles = await partitions.roles(context.scope);
+      });
       context.startProducer(half, messages);
       const done = await runPartition(partitions.nemesis, { kind, cutMs: CUT_MS, healedMs: 0 }, roles, seededRandom(context.seed));
       context.faultDone(`${done}, healed at ${context.handledCount()} handled`);
