@@ -34,14 +34,19 @@ function workload(messages: number) {
   return { messages: Math.min(messages, 400), workMs: 200, delayStepMs: 1_000, holds: true };
 }
 
-/** Starts the first `sends` sends and two workers; resolves once 40 % of those sends are handled. */
-async function startFlow(context: ScenarioContext, sends: number, beforeTraffic: () => Promise<void> = async () => undefined): Promise<void> {
+/**
+ * Starts two workers (which make the queues), runs `beforeTraffic`, then
+ * starts the first `sends` sends; resolves with what `beforeTraffic`
+ * resolved once 40 % of those sends are handled.
+ */
+async function startFlow<T>(context: ScenarioContext, sends: number, beforeTraffic: () => Promise<T>): Promise<T> {
   await context.startWorker();
   await context.startWorker();
-  await beforeTraffic();
+  const placed = await beforeTraffic();
   context.startProducer(0, sends);
   const target = Math.ceil(sends * 0.4);
   await context.waitUntil(`${target} handled`, 3 * 60_000, () => context.handledCount() >= target);
+  return placed;
 }
 
 /**
@@ -70,10 +75,7 @@ function kindScenario(kind: PartitionKind): Scenario {
       const { messages } = context.workload;
       const half = Math.floor(messages / 2);
       const partitions = context.adapter.partitions!;
-      let roles!: Awaited<ReturnType<typeof partitions.roles>>;
-      await startFlow(context, half, async () => {
-        roles = await partitions.roles(context.scope);
-      });
+      const roles = await startFlow(context, half, () => partitions.roles(context.scope));
       context.startProducer(half, messages);
       const done = await runPartition(partitions.nemesis, { kind, cutMs: CUT_MS, healedMs: 0 }, roles, seededRandom(context.seed));
       context.faultDone(`${done}, healed at ${context.handledCount()} handled`);
@@ -95,7 +97,7 @@ export const PARTITION_SCENARIOS: readonly Scenario[] = [
       const { messages } = context.workload;
       // A slice of the sends starts with each partition.
       const slice = Math.floor(messages / (SCHEDULE_STEPS + 1));
-      await startFlow(context, slice);
+      await startFlow(context, slice, async () => undefined);
       const partitions = context.adapter.partitions!;
       const random = seededRandom(context.seed);
       for (const [i, step] of schedule.entries()) {
