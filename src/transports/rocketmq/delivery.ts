@@ -71,11 +71,12 @@ export class RocketMqDelivery implements Delivery {
     readonly headers: Readonly<Headers>,
     view: MessageView,
     leaseMs: number,
-    receivedAt: number,
+    /** Monotonic time the lease counts from: when the receive that brought it was asked for. */
+    leaseFrom: number,
   ) {
     this.#owner = owner;
     this.#view = view;
-    this.#leaseUntil = leaseEnd(receivedAt, leaseMs);
+    this.#leaseUntil = leaseEnd(leaseFrom, leaseMs);
     this.#once = new SettleOnce({
       free: () => owner.settled(),
       alreadySettled: () => new AlreadySettledError('rocketmq', queue, id),

@@ -43,7 +43,8 @@ const MAX_RECEIVES = 4;
 /**
  * A consumer of one queue: a `SimpleConsumer` of the transport's group that
  * receives at most as many messages as the prefetch has room for, each
- * under a lease (the invisible duration), with a receive of up to 32
+ * under a lease (the invisible duration, counted from when the receive was
+ * asked for: the proxy may hand a message out at any moment of the wait), with a receive of up to 32
  * messages under way for every 32 of the prefetch (at most 4 at once), so
  * the next batch is on its way while one is handled. Messages that arrive while paused,
  * or beyond a prefetch lowered meanwhile, wait here, still leased, until
@@ -65,7 +66,7 @@ export class RocketMqSubscription implements Subscription {
   #asked = 0;
   #failures = 0;
   #previousDelay: number | undefined;
-  readonly #waiting: { view: MessageView; receivedAt: number }[] = [];
+  readonly #waiting: { view: MessageView; leaseFrom: number }[] = [];
   #kicked: (() => void)[] = [];
   readonly #closing = new AbortController();
   #consumer: Promise<SimpleConsumer> | undefined;
@@ -150,13 +151,14 @@ export class RocketMqSubscription implements Subscription {
       this.#asked += ask;
       try {
         const consumer = await this.#started();
+        // The proxy starts a message's invisible time when it hands it out, at any moment of the receive's wait: its lease counts from the ask, never later.
+        const leaseFrom = this.#s.clock.monotonic();
         const views = await consumer.receive(ask, this.#s.leaseMs);
-        const receivedAt = this.#s.clock.monotonic();
         this.#failures = 0;
         this.#previousDelay = undefined;
         for (const view of views) {
           if (this.#isHop(view)) void this.#hop(view);
-          else this.#waiting.push({ view, receivedAt });
+          else this.#waiting.push({ view, leaseFrom });
         }
       } catch (error) {
         await this.#afterFailure(error);
@@ -171,8 +173,8 @@ export class RocketMqSubscription implements Subscription {
   #handOut(): void {
     const s = this.#s;
     while (!this.#closed && !this.#paused && this.#room() > 0 && this.#waiting.length > 0) {
-      const { view, receivedAt } = this.#waiting.shift()!;
-      if (s.clock.monotonic() >= receivedAt + s.leaseMs) continue;
+      const { view, leaseFrom } = this.#waiting.shift()!;
+      if (s.clock.monotonic() >= leaseFrom + s.leaseMs) continue;
       const decoded = decodeProperties(view.messageId, view.properties);
       if (decoded.problem !== undefined) s.logger?.warn({ queue: s.queue, messageId: view.messageId }, `rocketmq: message ${view.messageId} on ${s.queue}: ${decoded.problem}`);
       this.#outstanding++;
@@ -186,7 +188,7 @@ export class RocketMqSubscription implements Subscription {
           this.#kick();
         },
       };
-      const delivery = new RocketMqDelivery(owner, s.queue, decoded.id, decoded.headers, view, s.leaseMs, receivedAt);
+      const delivery = new RocketMqDelivery(owner, s.queue, decoded.id, decoded.headers, view, s.leaseMs, leaseFrom);
       try {
         s.listener(delivery);
       } catch (error) {
