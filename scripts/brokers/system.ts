@@ -55,7 +55,7 @@ export async function goCommand(what: string): Promise<string> {
   throw new Error(`Go is not installed (needed to build ${what} from the Go module proxy)`);
 }
 
-/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+/** Whether something accepts TCP connections on `host`:`port` (default 127.0.0.1). */
 export function listening(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ port, host });
@@ -133,9 +133,9 @@ export function spawnDetached(command: string, args: readonly string[], options:
 
 /**
  * Stops the process in `pidFile`: SIGTERM, then SIGKILL after `graceMs`;
- * resolves once it is gone and `ports` are closed, and removes the pid file.
+ * resolves once it is gone and `ports` (on `host`) are closed, and removes the pid file.
  */
-export async function stopPid(pidFile: string, ports: readonly number[], graceMs = 15_000): Promise<void> {
+export async function stopPid(pidFile: string, ports: readonly number[], graceMs = 15_000, host = '127.0.0.1'): Promise<void> {
   const pid = livePid(pidFile);
   if (pid !== null) {
     signal(pid, 'SIGTERM');
@@ -145,7 +145,7 @@ export async function stopPid(pidFile: string, ports: readonly number[], graceMs
     while (alive(pid)) await new Promise((r) => setTimeout(r, 50));
   }
   rmSync(pidFile, { force: true });
-  for (const port of ports) await waitFor(`port ${port} to close`, 30_000, async () => !(await listening(port)));
+  for (const port of ports) await waitFor(`port ${port} to close`, 30_000, async () => !(await listening(port, host)));
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {

@@ -153,6 +153,7 @@ export class ScenarioContext {
    * count (`worker-2 delivery 3`), which `deliveryCount` has as a number.
    */
   holds(): CountedHold[] {
+    const leaseMs = this.adapter.leaseMs ?? WORKER_LEASE_MS;
     return this.logs('worker', this.#workerCount, 'holds').flatMap((path, i) =>
       readEvidence(path).map((line) => {
         const [messageId, delayedAttempt, deliveryCount, start, end, lost] = line.split(' ');
@@ -164,7 +165,7 @@ export class ScenarioContext {
           deliveryCount: Number(deliveryCount),
           startedAt,
           endedAt: Number(end),
-          leaseEndsAt: Math.min(startedAt + WORKER_LEASE_MS, leaseLostAt),
+          leaseEndsAt: Math.min(startedAt + leaseMs, leaseLostAt),
         };
       }),
     );

@@ -128,6 +128,7 @@ if (wanted('nsq')) {
 if (wanted('rocketmq')) {
   adapters.push(() => new RocketMqFaultAdapter({ log }));
   if (scenarios.some((s) => s.name === 'proxy-kill' || s.name === 'broker-scale-out')) adapters.push(() => new RocketMqFaultAdapter({ layout: 'two-brokers', log }));
+  if (partitions.length > 0 && !networkUnavailableReason()) adapters.push(() => new RocketMqFaultAdapter({ network: true, log }));
 }
 
 const results: ScenarioResult[] = [];
@@ -147,7 +148,7 @@ for (const make of adapters) {
   const applicable = scenarios.filter((s) => !skipReasonOf(adapter, s));
   const skippedHere = scenarios.filter((s) => skipReasonOf(adapter, s) && !s.only);
   // A cluster or settings variant's row is only worth printing for the scenario it runs.
-  const toReport = /-\d+-(node|netns)$|^nsq-|^redis-/.test(adapter.transport) ? [] : skippedHere;
+  const toReport = /-\d+-node$|-netns$|^nsq-|^redis-/.test(adapter.transport) ? [] : skippedHere;
   for (const scenario of toReport) results.push(await runScenario(adapter, scenario, { messages, dir, seed, log }));
   if (applicable.length === 0) continue;
   log(`starting ${adapter.transport}`);

@@ -9,13 +9,13 @@
  * Run only when named: `npm run faults -- partition`.
  */
 import { seededRandom } from '../../src/time/random.js';
-import type { ScenarioContext } from './context.js';
+import { WORKER_LEASE_MS, type ScenarioContext } from './context.js';
 import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } from './network/partitions.js';
 import type { Scenario } from './scenarios.js';
 
 /** The adapters (transport names) with nodes on the suite's network. */
-export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns', 'redis-sentinel-netns-w0', 'redis-sentinel-netns-w1', 'redis-cluster-netns-w0', 'redis-cluster-netns-w1', 'nsq-netns'];
-/** How long one partition lasts in the per-kind scenarios. */
+export const PARTITION_TRANSPORTS = ['jetstream-3-netns', 'rabbitmq-3-netns', 'redis-sentinel-netns-w0', 'redis-sentinel-netns-w1', 'redis-cluster-netns-w0', 'redis-cluster-netns-w1', 'nsq-netns', 'rocketmq-netns'];
+/** How long one partition lasts in the per-kind scenarios; client-past-lease's lasts three leases (see cutOf). */
 const CUT_MS = 6_000;
 /** Steps of the seeded schedule. */
 const SCHEDULE_STEPS = 3;
@@ -26,7 +26,7 @@ const TITLES: Record<PartitionKind, string> = {
   'one-way-leader': "the leader's packets dropped (it still hears everyone) for 6 s",
   'split-clients-minority': 'split: leader, producer and worker-1 against the other two nodes and worker-2, for 6 s',
   'flapping-leader': "the leader's link slow and lossy, cut and healed again and again, for 6 s",
-  'client-past-lease': "worker-1's client member (and the producer's) cut from every node for 6 s, three times the workers' 2 s lease: its messages go to worker-2, its settlements come late",
+  'client-past-lease': "worker-1's client member (and the producer's) cut from every node for three times the workers' lease (6 s; 30 s on RocketMQ, whose proxy raises the lease to 10 s): its messages go to worker-2, its settlements come late",
 };
 
 /** The workload: at most 400 messages, slower handlers (up to 200 ms), so work is in flight through the cut; 1 s delayed-retry steps. */
@@ -51,17 +51,23 @@ async function startFlow<T>(context: ScenarioContext, sends: number, beforeTraff
 
 /**
  * Drained: every confirmed id handled, or at most as many left as the error
- * queue holds entries, and no delayed retry waiting. The last part because
- * a partition can leave an error queue holding one message twice (its
+ * queue holds entries, no delayed retry waiting, and (where the error queue
+ * can be read in place) every id left in it. The last two because a
+ * partition can leave an error queue holding one message twice (its
  * dead-letter's ack lost, the copy written again), so its entries
- * outnumber the messages in it while delayed retries still wait.
+ * outnumber the messages in it while retries are still on their way.
  */
 async function drained(context: ScenarioContext, confirmed: ReadonlySet<string>): Promise<boolean> {
   const handled = new Set(context.handled());
-  const open = [...confirmed].filter((id) => !handled.has(id)).length;
-  if (open === 0) return true;
+  const open = [...confirmed].filter((id) => !handled.has(id));
+  if (open.length === 0) return true;
   const { scope } = context;
-  return open <= (await scope.errorCount().catch(() => -1)) && (await scope.delayedCount().catch(() => -1)) === 0;
+  return open.length <= (await scope.errorCount().catch(() => -1)) && (await scope.delayedCount().catch(() => -1)) === 0;
+}
+
+/** How long `kind` cuts in its own scenario: client-past-lease three of the workers' leases, so it outlasts one; every other kind {@link CUT_MS}. */
+function cutOf(kind: PartitionKind, context: ScenarioContext): number {
+  return kind === 'client-past-lease' ? 3 * (context.adapter.leaseMs ?? WORKER_LEASE_MS) : CUT_MS;
 }
 
 function kindScenario(kind: PartitionKind): Scenario {
@@ -77,7 +83,7 @@ function kindScenario(kind: PartitionKind): Scenario {
       const partitions = context.adapter.partitions!;
       const roles = await startFlow(context, half, () => partitions.roles(context.scope));
       context.startProducer(half, messages);
-      const done = await runPartition(partitions.nemesis, { kind, cutMs: CUT_MS, healedMs: 0 }, roles, seededRandom(context.seed));
+      const done = await runPartition(partitions.nemesis, { kind, cutMs: cutOf(kind, context), healedMs: 0 }, roles, seededRandom(context.seed));
       context.faultDone(`${done}, healed at ${context.handledCount()} handled`);
     },
   };

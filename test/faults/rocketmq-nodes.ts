@@ -14,13 +14,16 @@
  *   killed with its brokers alive, and one broker with the other alive.
  *
  * Every JVM can be killed -9, stopped gracefully, started again on the same
- * store, or frozen (SIGSTOP) and resumed.
+ * store, or frozen (SIGSTOP) and resumed. With a `placement`, each JVM runs
+ * where it says (a network namespace of the suite's own) and listens on its
+ * address there; otherwise every JVM listens on 127.0.0.1.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BROKERS_HOME, listening, livePid, spawnDetached, stopPid, waitFor } from '../../scripts/brokers/system.js';
 import { RocketMqAdmin } from '../../src/transports/rocketmq/admin.js';
+import type { NodePlacement } from '../support/nats-node.js';
 import { trackServer, untrackServer, type OwnServer } from '../support/own-servers.js';
 
 const VERSION = '5.3.3';
@@ -46,6 +49,9 @@ export const FAULT_PORTS: RocketMqPorts = {
   grpcProxy: 8181,
   remotingProxy: 8180,
 } as const;
+
+/** Every JVM on loopback, started as it is. */
+const LOOPBACK: NodePlacement = { host: '127.0.0.1', command: (argv) => [...argv] };
 
 /** How long a JVM may take to boot on a busy 2-core machine. */
 const BOOT_TIMEOUT_MS = 180_000;
@@ -76,6 +82,8 @@ export interface RocketMqNodesOptions {
   readonly proxyConfig?: Readonly<Record<string, string | number | boolean>>;
   /** The ports, for a test that must stay apart from the fault suite's. Default {@link FAULT_PORTS}. */
   readonly ports?: RocketMqPorts;
+  /** Where each JVM runs and the address it listens on. Default every JVM on 127.0.0.1. */
+  readonly placement?: (role: RocketMqRole) => NodePlacement;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
 }
@@ -100,6 +108,7 @@ export class RocketMqNodes implements OwnServer {
     private readonly proxyConfig: Readonly<Record<string, string | number | boolean>> = {},
     /** The ports this layout's JVMs listen on. */
     readonly ports: RocketMqPorts = FAULT_PORTS,
+    private readonly placement: (role: RocketMqRole) => NodePlacement = () => LOOPBACK,
   ) {
     this.#log = log;
   }
@@ -111,7 +120,7 @@ export class RocketMqNodes implements OwnServer {
     const layout = options.layout ?? 'local';
     const brokers = options.brokers ?? 1;
     if (brokers === 2 && layout !== 'cluster') throw new Error('RocketMqNodes: two brokers need the cluster layout (one proxy in front of both)');
-    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined), options.brokerConfig, options.proxyConfig, options.ports);
+    const nodes = new RocketMqNodes(mkdtempSync(join(tmpdir(), 'redeliver-rocketmq-')), layout, brokers, options.log ?? (() => undefined), options.brokerConfig, options.proxyConfig, options.ports, options.placement);
     trackServer(nodes);
     try {
       nodes.#configure();
@@ -132,12 +141,22 @@ export class RocketMqNodes implements OwnServer {
 
   /** The gRPC endpoint clients use. */
   get endpoints(): string {
-    return `127.0.0.1:${this.ports.grpcProxy}`;
+    return `${this.hostOf(this.layout === 'cluster' ? 'proxy' : 'broker-a')}:${this.ports.grpcProxy}`;
   }
 
   /** The name server, `host:port`. */
   get nameServer(): string {
-    return `127.0.0.1:${this.ports.nameServer}`;
+    return `${this.hostOf('namesrv')}:${this.ports.nameServer}`;
+  }
+
+  /** The address `role`'s JVM listens on. */
+  hostOf(role: RocketMqRole): string {
+    return this.placement(role).host;
+  }
+
+  /** A broker's remoting address, `host:port`, as the name server lists it. */
+  brokerAddress(role: 'broker-a' | 'broker-b'): string {
+    return `${this.hostOf(role)}:${role === 'broker-a' ? this.ports.brokerA : this.ports.brokerB}`;
   }
 
   /** The pid of `role`'s JVM, or null when it is not running. */
@@ -149,23 +168,25 @@ export class RocketMqNodes implements OwnServer {
   async boot(role: RocketMqRole): Promise<void> {
     const jvm = this.#jvm(role);
     if (this.pid(role) !== null) return;
+    const host = this.hostOf(role);
     for (const port of jvm.ports) {
-      await waitFor(`port ${port} free for the RocketMQ ${role}`, 60_000, async () => !(await listening(port)));
+      await waitFor(`port ${port} free for the RocketMQ ${role}`, 60_000, async () => !(await listening(port, host)));
     }
     const out = this.#outFile(role);
     const since = existsSync(out) ? statSync(out).size : 0;
     const started = Date.now();
     const home = this.#home(role);
-    spawnDetached('java', jvm.args, { logFile: out, pidFile: this.#pidFile(role), cwd: home, env: { ...process.env, ROCKETMQ_HOME: home } });
+    const [command, ...args] = this.placement(role).command(['java', ...jvm.args]);
+    spawnDetached(command!, args, { logFile: out, pidFile: this.#pidFile(role), cwd: home, env: { ...process.env, ROCKETMQ_HOME: home } });
     try {
       await waitFor(`RocketMQ ${role}`, BOOT_TIMEOUT_MS, async () => {
         if (this.pid(role) === null) throw new Error(`RocketMQ ${role} exited at start: read ${out}`);
         const printed = readFileSync(out).subarray(since).toString('utf8').includes(jvm.bootLine);
-        return printed && (await Promise.all(jvm.ports.map((p) => listening(p)))).every(Boolean);
+        return printed && (await Promise.all(jvm.ports.map((p) => listening(p, host)))).every(Boolean);
       });
       // A broker counts as up once the name server routes to it (when the name server runs).
       if (role.startsWith('broker') && this.pid('namesrv') !== null) {
-        const address = `127.0.0.1:${jvm.ports[0]}`;
+        const address = `${host}:${jvm.ports[0]}`;
         const admin = new RocketMqAdmin(this.nameServer, 'DefaultCluster', 1, 2_000);
         await waitFor(`the name server to list ${role}`, 60_000, async () => (await admin.masters().catch((): string[] => [])).includes(address));
       }
@@ -181,14 +202,15 @@ export class RocketMqNodes implements OwnServer {
     const pid = this.pid(role);
     this.#signal(role, 'SIGKILL');
     if (pid !== null) await waitFor(`RocketMQ ${role} to die`, 30_000, async () => this.pid(role) === null);
-    for (const port of this.#jvm(role).ports) await waitFor(`port ${port} to close`, 30_000, async () => !(await listening(port)));
+    const host = this.hostOf(role);
+    for (const port of this.#jvm(role).ports) await waitFor(`port ${port} to close`, 30_000, async () => !(await listening(port, host)));
     this.#log(`RocketMQ ${role} killed -9`);
   }
 
   /** Stops `role`'s JVM gracefully (its shutdown hook unregisters and flushes), SIGKILL after its grace time. */
   async stopGracefully(role: RocketMqRole): Promise<void> {
     const jvm = this.#jvm(role);
-    await stopPid(this.#pidFile(role), jvm.ports, jvm.graceMs);
+    await stopPid(this.#pidFile(role), jvm.ports, jvm.graceMs, this.hostOf(role));
     this.#log(`RocketMQ ${role} stopped`);
   }
 
@@ -256,7 +278,7 @@ export class RocketMqNodes implements OwnServer {
   /** Writes every JVM's configs and records how each starts. */
   #configure(): void {
     const nameServer = this.nameServer;
-    const namesrvConf = this.#write('namesrv', 'namesrv.conf', properties({ listenPort: this.ports.nameServer, bindAddress: '127.0.0.1' }));
+    const namesrvConf = this.#write('namesrv', 'namesrv.conf', properties({ listenPort: this.ports.nameServer, bindAddress: this.hostOf('namesrv') }));
     this.#jvms.set('namesrv', {
       role: 'namesrv',
       ports: [this.ports.nameServer],
@@ -290,8 +312,8 @@ export class RocketMqNodes implements OwnServer {
           brokerRole: 'ASYNC_MASTER',
           flushDiskType: 'ASYNC_FLUSH',
           namesrvAddr: nameServer,
-          brokerIP1: '127.0.0.1',
-          bindAddress: '127.0.0.1',
+          brokerIP1: this.hostOf(role),
+          bindAddress: this.hostOf(role),
           listenPort: port,
           haListenPort: port + 1,
           storePathRootDir: join(this.#home(role), 'store'),

@@ -229,16 +229,16 @@ export class RocketMqAdmin {
     return out;
   }
 
-  /** Per queue of `topic` on each broker: the next offset written and the group's consumed offset (0 when it has none). */
-  async offsets(topic: string, group: string): Promise<{ max: number; consumed: number }[]> {
-    const out: { max: number; consumed: number }[] = [];
+  /** Per queue of `topic` on each broker (its address): the next offset written and the group's consumed offset (0 when it has none). */
+  async offsets(topic: string, group: string): Promise<{ broker: string; max: number; consumed: number }[]> {
+    const out: { broker: string; max: number; consumed: number }[] = [];
     const routed = await this.route(topic);
     for (const broker of routed ?? []) {
       const config = await this.config(broker, topic);
       for (let queueId = 0; queueId < (config?.readQueueNums ?? 0); queueId++) {
         const max = ok(await request(broker, REQUEST.getMaxOffset, { topic, queueId: String(queueId) }, this.timeoutMs), `read the offsets of ${topic}`);
         const consumed = await request(broker, REQUEST.queryConsumerOffset, { consumerGroup: group, topic, queueId: String(queueId) }, this.timeoutMs);
-        out.push({ max: Number(max.extFields['offset'] ?? 0), consumed: consumed.code === REPLY.success ? Number(consumed.extFields['offset'] ?? 0) : 0 });
+        out.push({ broker, max: Number(max.extFields['offset'] ?? 0), consumed: consumed.code === REPLY.success ? Number(consumed.extFields['offset'] ?? 0) : 0 });
       }
     }
     return out;

@@ -37,9 +37,10 @@ import { readerFor, readStream } from '../../../src/transports/jetstream/stream-
 import { isNotFound } from '../../../src/transports/jetstream/topology.js';
 import { deleteJetStreamPrefix } from '../../support/jetstream-scratch.js';
 import { NatsCluster } from '../../support/nats-node.js';
-import { Nemesis } from '../network/nemesis.js';
+import type { Nemesis } from '../network/nemesis.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
-import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { FaultNetwork } from '../network/network.js';
+import { openNetwork } from '../network/open.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { until } from '../../support/own-servers.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
@@ -116,11 +117,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
 
   async start(): Promise<void> {
     if (this.#networked) {
-      const swept = sweepNetworks();
-      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
-      const network = (this.#network = FaultNetwork.create(['n1', 'n2', 'n3', ...CLIENT_MEMBERS]));
-      this.#nemesis = new Nemesis(network, this.#log);
-      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+      ({ network: this.#network, nemesis: this.#nemesis } = openNetwork(['n1', 'n2', 'n3', ...CLIENT_MEMBERS], this.#log));
     }
     const network = this.#network;
     const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));

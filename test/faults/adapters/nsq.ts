@@ -35,8 +35,9 @@ import { DEFAULT_ERROR_CHANNEL } from '../../../src/transports/nsq/operations.js
 import { NsqNodes } from '../../support/nsq-node.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
-import { Nemesis } from '../network/nemesis.js';
-import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { Nemesis } from '../network/nemesis.js';
+import type { FaultNetwork } from '../network/network.js';
+import { openNetwork } from '../network/open.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
@@ -132,11 +133,7 @@ export class NsqFaultAdapter implements FaultAdapter {
 
   async start(): Promise<void> {
     if (this.#networked) {
-      const swept = sweepNetworks();
-      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
-      const network = (this.#network = FaultNetwork.create([...NSQD_MEMBERS, LOOKUPD_MEMBER, ...CLIENT_MEMBERS]));
-      this.#nemesis = new Nemesis(network, this.#log);
-      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+      ({ network: this.#network, nemesis: this.#nemesis } = openNetwork([...NSQD_MEMBERS, LOOKUPD_MEMBER, ...CLIENT_MEMBERS], this.#log));
     }
     const network = this.#network;
     const placement =

@@ -30,8 +30,9 @@ import { DELAY_LEVELS, RabbitMqTransport } from '../../../src/transports/rabbitm
 import { until } from '../../support/own-servers.js';
 import { RabbitCluster } from '../../support/rabbit-node.js';
 import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
-import { Nemesis } from '../network/nemesis.js';
-import { FaultNetwork, sweepNetworks } from '../network/network.js';
+import type { Nemesis } from '../network/nemesis.js';
+import type { FaultNetwork } from '../network/network.js';
+import { openNetwork } from '../network/open.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { bareDelayQueue, bareQueues } from '../children/rabbitmq-bare-client.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
@@ -126,11 +127,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
 
   async start(): Promise<void> {
     if (this.#networked) {
-      const swept = sweepNetworks();
-      if (swept.length > 0) this.#log(`removed a dead run's network: ${swept.join(' ')}`);
-      const network = (this.#network = FaultNetwork.create(['n1', 'n2', 'n3', ...CLIENT_MEMBERS]));
-      this.#nemesis = new Nemesis(network, this.#log);
-      this.#log(`network ${network.tag}: ${network.members.map((m) => `${m.name} ${m.address}`).join(', ')}`);
+      ({ network: this.#network, nemesis: this.#nemesis } = openNetwork(['n1', 'n2', 'n3', ...CLIENT_MEMBERS], this.#log));
     }
     const network = this.#network;
     const placement = network && ((index: number) => ({ host: network.member(`n${index}`).address, command: (argv: readonly string[]) => network.command(`n${index}`, argv) }));

@@ -8,7 +8,16 @@
  * - `rocketmq-2-node`: a proxy JVM of its own in front of two brokers
  *   (broker-a, broker-b) of one cluster; the proxy kill with both brokers
  *   alive, and the scale-out scenario (broker-b killed, broker-a's queues
- *   handled on).
+ *   handled on);
+ * - `rocketmq-netns` (`network`): the two-broker layout with each JVM in a
+ *   network namespace of the suite's own (see network/network.ts): broker-a
+ *   in `n1`, broker-b in `n2`, the name server in `n3`, the proxy in `n4`;
+ *   the producer and the odd workers in client member `c1`, the even workers
+ *   in `c2`, every client given the proxy's address. The partition
+ *   scenarios cut that network apart. Brokers share no queue: the
+ *   partition's "leader" is the broker holding more of the scope's work
+ *   when it starts, its "followers" the other broker, the name server and
+ *   the proxy.
  *
  * Each scenario has its own topics (`<label>`, `<label>-error`) and
  * consumer group (`<label>`). Each scenario's workers and producer are
@@ -28,11 +37,17 @@ import { ROCKETMQ_GROUP_ENV, ROCKETMQ_NAME_SERVER_ENV } from '../../../src/cli/o
 import { DLQ_PREFIX, RETRY_PREFIX, RocketMqAdmin } from '../../../src/transports/rocketmq/admin.js';
 import { ID_PROPERTY } from '../../../src/transports/rocketmq/codec.js';
 import { parseServerJson, request } from '../../../src/transports/rocketmq/remoting.js';
+import { MIN_INVISIBLE_MS } from '../../../src/transports/rocketmq/options.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
+import { CLIENT_MEMBERS, clientMemberOf } from '../network/client-members.js';
+import type { Nemesis } from '../network/nemesis.js';
+import type { FaultNetwork } from '../network/network.js';
+import { openNetwork } from '../network/open.js';
+import type { PartitionRoles } from '../network/partitions.js';
 import { RocketMqNodes, type RocketMqRole } from '../rocketmq-nodes.js';
 import type { Transport } from '../../../src/transport/types.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import type { FaultAdapter, Scope } from './types.js';
+import type { FaultAdapter, Partitionable, Scope } from './types.js';
 
 /** The broker's request for its timer's per-topic counts. */
 const GET_TIMER_METRICS = 61;
@@ -43,9 +58,14 @@ const UPDATE_AND_CREATE_TOPIC = 17;
 export interface RocketMqFaultAdapterOptions {
   /** `single`: broker and proxy in one JVM; `two-brokers`: a proxy JVM in front of broker-a and broker-b. Default `single`. */
   readonly layout?: 'single' | 'two-brokers';
+  /** The two-broker layout's JVMs and the clients in network namespaces of the suite's own, for the partition scenarios (transport `rocketmq-netns`). Default false. */
+  readonly network?: boolean;
   /** Progress lines. Default silent. */
   readonly log?: (line: string) => void;
 }
+
+/** Each JVM's member of the suite's network (the clients' are CLIENT_MEMBERS). */
+const MEMBER_OF: Record<RocketMqRole, string> = { 'broker-a': 'n1', 'broker-b': 'n2', namesrv: 'n3', proxy: 'n4' };
 
 const SINGLE_SKIPS: Record<string, string> = {
   'memory-alarm':
@@ -64,19 +84,27 @@ const TWO_BROKER_SCENARIOS = new Set(['proxy-kill', 'broker-scale-out']);
 /** The RocketMQ adapter, on nodes of its own. */
 export class RocketMqFaultAdapter implements FaultAdapter {
   readonly transport: string;
+  /** The proxy raises the workers' 2 s lease to its shortest invisible duration. */
+  readonly leaseMs = MIN_INVISIBLE_MS;
   readonly #layout: 'single' | 'two-brokers';
   readonly #log: (line: string) => void;
+  readonly #networked: boolean;
+  #network?: FaultNetwork;
+  #nemesis?: Nemesis;
   #nodes?: RocketMqNodes;
   /** Each live scope's TCP proxy, by label. */
   readonly #proxies = new Map<string, TcpProxy>();
 
   constructor(options: RocketMqFaultAdapterOptions = {}) {
-    this.#layout = options.layout ?? 'single';
+    this.#networked = options.network ?? false;
+    this.#layout = this.#networked ? 'two-brokers' : (options.layout ?? 'single');
+    if (this.#networked && options.layout === 'single') throw new Error('RocketMqFaultAdapter: the network runs the two-broker layout');
     this.#log = options.log ?? (() => undefined);
-    this.transport = this.#layout === 'single' ? 'rocketmq' : 'rocketmq-2-node';
+    this.transport = this.#networked ? 'rocketmq-netns' : this.#layout === 'single' ? 'rocketmq' : 'rocketmq-2-node';
   }
 
   skipReason(scenario: string): string | undefined {
+    if (this.#networked) return scenario.startsWith('partition-') ? undefined : 'the namespaced nodes run the partition scenarios only';
     if (this.#layout === 'single') return SINGLE_SKIPS[scenario];
     return TWO_BROKER_SCENARIOS.has(scenario) ? undefined : 'the two-broker layout runs the proxy-kill and scale-out scenarios only';
   }
@@ -87,9 +115,14 @@ export class RocketMqFaultAdapter implements FaultAdapter {
   }
 
   async start(): Promise<void> {
+    if (this.#networked) {
+      ({ network: this.#network, nemesis: this.#nemesis } = openNetwork([...Object.values(MEMBER_OF), ...CLIENT_MEMBERS], this.#log));
+    }
+    const network = this.#network;
     this.#nodes = await RocketMqNodes.start({
       layout: this.#layout === 'single' ? 'local' : 'cluster',
       brokers: this.#layout === 'single' ? 1 : 2,
+      placement: network && ((role) => ({ host: network.member(MEMBER_OF[role]).address, command: (argv) => network.command(MEMBER_OF[role], argv) })),
       log: this.#log,
     });
   }
@@ -97,7 +130,37 @@ export class RocketMqFaultAdapter implements FaultAdapter {
   async stop(): Promise<void> {
     for (const proxy of this.#proxies.values()) await proxy.close();
     this.#proxies.clear();
+    this.#nemesis?.heal();
     await this.#nodes?.stop();
+    this.#network?.destroy();
+  }
+
+  get partitions(): Partitionable | undefined {
+    const nemesis = this.#nemesis;
+    if (!nemesis) return undefined;
+    return { nemesis, roles: (scope) => this.#roles(scope) };
+  }
+
+  /**
+   * The broker holding more of the scope's work now (messages not yet
+   * consumed by its group on the work topic's queues there, and delayed
+   * retries in its timer; broker-a on a tie) as the leader; the other
+   * broker, the name server and the proxy as followers.
+   */
+  async #roles(scope: Scope): Promise<PartitionRoles> {
+    const nodes = this.nodes;
+    const offsets = await this.#admin().offsets(scope.queue, scope.label);
+    const held = await Promise.all(
+      (['broker-a', 'broker-b'] as const).map(async (role) => {
+        const broker = nodes.brokerAddress(role);
+        const unread = offsets.filter((o) => o.broker === broker).reduce((sum, o) => sum + Math.max(0, o.max - o.consumed), 0);
+        return unread + (await this.#timed(scope.queue, [broker]));
+      }),
+    );
+    const leader = held[1]! > held[0]! ? 'broker-b' : 'broker-a';
+    const follower = leader === 'broker-a' ? 'broker-b' : 'broker-a';
+    this.#log(`${scope.queue}: broker-a holds ${held[0]}, broker-b holds ${held[1]}; leader ${leader} (${MEMBER_OF[leader]})`);
+    return { leader: MEMBER_OF[leader], followers: [MEMBER_OF[follower], MEMBER_OF.namesrv, MEMBER_OF.proxy], clients: CLIENT_MEMBERS };
   }
 
   async scope(label: string, dir: string): Promise<Scope> {
@@ -106,9 +169,11 @@ export class RocketMqFaultAdapter implements FaultAdapter {
     const errorQueue = `${label}-error`;
     const group = label;
     const admin = this.#admin();
-    const proxy = await TcpProxy.start(Number(nodes.endpoints.split(':')[1]));
-    this.#proxies.set(label, proxy);
-    const spec = (role: string, endpoints = `127.0.0.1:${proxy.port}`): TransportSpec => ({
+    // On the network the clients reach the proxy's member, and the partitions cut them; on loopback a TCP proxy of the scope's own does.
+    const proxy = this.#networked ? undefined : await TcpProxy.start(Number(nodes.endpoints.split(':')[1]));
+    if (proxy) this.#proxies.set(label, proxy);
+    const network = this.#network;
+    const spec = (role: string, endpoints = proxy ? `127.0.0.1:${proxy.port}` : nodes.endpoints): TransportSpec => ({
       kind: 'rocketmq',
       endpoints,
       nameServer: nodes.nameServer,
@@ -122,6 +187,7 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       label,
       queue,
       errorQueue,
+      place: network && ((role, argv) => network.command(clientMemberOf(role), argv)),
       cliTarget: `rocketmq://${nodes.endpoints}`,
       cliEnv: { [ROCKETMQ_NAME_SERVER_ENV]: nodes.nameServer, [ROCKETMQ_GROUP_ENV]: group },
       spec: (role) => spec(role),
@@ -130,7 +196,7 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       errorIds: () => this.#errorIds(harness, errorQueue),
       pendingIds: () => this.#pendingIds(queue, group),
       cleanup: async () => {
-        await proxy.close();
+        await proxy?.close();
         this.#proxies.delete(label);
         await harness.close();
         for (const topic of [queue, errorQueue, `${RETRY_PREFIX}${group}`, `${DLQ_PREFIX}${group}`]) await admin.deleteTopic(topic).catch(() => undefined);
@@ -243,10 +309,10 @@ export class RocketMqFaultAdapter implements FaultAdapter {
     return new RocketMqAdmin(this.nodes.nameServer, 'DefaultCluster', 4, 5_000);
   }
 
-  /** Messages for `topic` waiting in the brokers' timers now (delayed retries not yet due). */
-  async #timed(topic: string): Promise<number> {
+  /** Messages for `topic` waiting in the timers of `brokers` (default every master) now: delayed retries not yet due. */
+  async #timed(topic: string, brokers?: readonly string[]): Promise<number> {
     let count = 0;
-    for (const broker of await this.#admin().masters()) {
+    for (const broker of brokers ?? (await this.#admin().masters())) {
       const reply = await request(broker, GET_TIMER_METRICS, {});
       const metrics = parseServerJson<{ timingCount?: Record<string, { count: number }> }>(reply.body);
       count += metrics.timingCount?.[topic]?.count ?? 0;

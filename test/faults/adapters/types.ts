@@ -104,6 +104,13 @@ export interface FaultAdapter {
    */
   readonly stallMs?: number;
   /**
+   * The lease a worker's delivery has when its endpoint asks for the
+   * suite's 2 s (WORKER_LEASE_MS in context.ts): a transport may raise it
+   * (RocketMQ to the proxy's shortest invisible duration, 10 s). The
+   * one-holder check and the client-past-lease cut go by it. Default 2 s.
+   */
+  readonly leaseMs?: number;
+  /**
    * A scope for the broker's bare client, run beside redeliver in the same
    * scenario (same faults, same failure mix) where the broker itself loses
    * messages by design; its loss is reported as `bareLost`. Undefined for
