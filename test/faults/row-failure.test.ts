@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { atLeastByChance, holdsFailure, rowFailure, rowStall, type ScenarioResult } from './run.js';
+import { atLeastByChance, holdsFailure, openAccountedFor, rowFailure, rowStall, type ScenarioResult } from './run.js';
 
 const passing: ScenarioResult = { name: 'worker-kill', transport: 'sqlite', messages: 100, lost: 0, duplicates: 2, recoverySeconds: 3.1, pending: 0 };
 
@@ -71,5 +71,26 @@ describe("a cluster's rows fail together", () => {
     expect(holdsFailure([{ ...passing, overlaps: 5 }, paired(1, 1)])).toBeUndefined();
     expect(holdsFailure([{ ...paired(4, 0), skipped: 'needs root' }, paired(1, 1)])).toBeUndefined();
     expect(holdsFailure([{ ...passing, overlaps: 2 }])).toBeUndefined();
+  });
+});
+
+describe('the drain counts the open ids as accounted for', () => {
+  it('when none is open, or no more are open than the error queue holds and the parked copies', () => {
+    expect(openAccountedFor([], 0, 0)).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 0)).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 1, 1)).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 1, 0)).toBe(false);
+  });
+
+  it('given the error queue ids, only when each open id is among them, but the parked ones', () => {
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 0, new Set(['m-1', 'm-2']))).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 1, new Set(['m-1']))).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 0, new Set(['m-1']))).toBe(false);
+  });
+
+  it('not when an entry the error queue holds twice stands for a message still on its way', () => {
+    // m-1 dead-lettered twice (its original was given out again after the first copy), m-2 a delayed copy not yet due.
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 0)).toBe(true);
+    expect(openAccountedFor(['m-1', 'm-2'], 2, 0, new Set(['m-1']))).toBe(false);
   });
 });

@@ -277,22 +277,48 @@ async function readEvidence(context: ScenarioContext, what: string, read: () => 
 const UNSTICK_AFTER_MS = 60_000;
 
 /**
+ * Whether the ids still `open` (confirmed, not handled) are accounted for:
+ * no more of them than the error queue's entries (`errorCount`) and the
+ * copies parked for an operator; and, given the error queue's ids
+ * (`errored`), each one in it but at most `parked` of them. A count alone
+ * takes an entry the error queue holds twice for another message.
+ */
+export function openAccountedFor(open: readonly string[], errorCount: number, parked: number, errored?: ReadonlySet<string>): boolean {
+  if (open.length === 0) return true;
+  if (open.length > errorCount + parked) return false;
+  return errored === undefined || open.filter((id) => !errored.has(id)).length <= parked;
+}
+
+/** The least time between two reads of the error queue's ids by the drain (`Scope.errorIdsNow`). */
+const ERROR_IDS_EVERY_MS = 1_000;
+
+/**
  * Waits for the run to drain; resolves the seconds since the last fault, or
  * null when it did not drain in time or stalled (no message handled or
  * dead-lettered for `stallMs`). By default drained means every confirmed id
  * handled, in the error queue, or set aside for an operator by design (see
- * `Scope.parkedCount`).
+ * `Scope.parkedCount`). The open ids are first compared with the error
+ * queue's count; where the scope reads the error queue's ids while workers
+ * run (`Scope.errorIdsNow`), each open id must then be among them (or the
+ * rest covered by the parked count), so an entry the error queue holds
+ * twice does not stand for a message still on its way.
  */
 async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: number, stallMs: number): Promise<number | null> {
   const confirmed = new Set(scenario.counted?.(context) ?? context.confirmed());
+  let idsReadAt = 0;
   const drained =
     scenario.drained?.bind(scenario) ??
     (async (c: ScenarioContext, ids: ReadonlySet<string>) => {
       const handled = new Set(c.handled());
-      const open = [...ids].filter((id) => !handled.has(id)).length;
-      if (open === 0) return true;
+      const open = [...ids].filter((id) => !handled.has(id));
+      if (open.length === 0) return true;
       const parked = (await c.scope.parkedCount?.().catch(() => -1)) ?? 0;
-      return open <= (await c.scope.errorCount().catch(() => -1)) + parked;
+      const errorCount = await c.scope.errorCount().catch(() => -1);
+      if (!openAccountedFor(open, errorCount, parked)) return false;
+      if (!c.scope.errorIdsNow) return true;
+      if (Date.now() - idsReadAt < ERROR_IDS_EVERY_MS) return false;
+      idsReadAt = Date.now();
+      return openAccountedFor(open, errorCount, parked, new Set(await c.scope.errorIdsNow().catch(() => [])));
     });
   let progress = -1;
   let progressAt = Date.now();

@@ -26,7 +26,7 @@
  * connection cut closes both (see `cutConnections`). Depths are read off the brokers
  * over the remoting protocol: queue offsets for the topics, the timer's own
  * per-topic count (`GET_TIMER_METRICS`) for delayed retries. The error
- * topic is read in place at the end (see `#errorIds`).
+ * topic is read in place, during the drain and at the end (see `#errorIds`).
  */
 import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -53,6 +53,8 @@ import type { FaultAdapter, Partitionable, Scope } from './types.js';
 const GET_TIMER_METRICS = 61;
 /** The broker's request that creates a topic or changes its configuration. */
 const UPDATE_AND_CREATE_TOPIC = 17;
+/** How long the read of the pending messages goes on without a new one: two receives' wait (`awaitDuration` 5 s). */
+const PENDING_QUIET_MS = 10_000;
 
 /** Options of {@link RocketMqFaultAdapter}. */
 export interface RocketMqFaultAdapterOptions {
@@ -194,6 +196,7 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       errorCount: () => unread(errorQueue),
       delayedCount: () => this.#timed(queue),
       errorIds: () => this.#errorIds(harness, errorQueue),
+      errorIdsNow: () => this.#errorIds(harness, errorQueue),
       pendingIds: () => this.#pendingIds(queue, group),
       cleanup: async () => {
         await proxy?.close();
@@ -335,10 +338,14 @@ export class RocketMqFaultAdapter implements FaultAdapter {
 
   /**
    * The ids of the messages still to be handled in `topic`: received by the
-   * scope's group until two receives in a row come back empty, none acked
-   * (each stays invisible for 10 s, then is due again). Read once every
-   * worker has stopped; a delivery a stopped worker held comes back once
-   * its invisible duration ran out, so the first receives may wait for it.
+   * scope's group, none acked, until no receive brought an id not read
+   * before for {@link PENDING_QUIET_MS} (two receives' wait). Each received
+   * message stays invisible for 10 s, then is due again: a read that waited
+   * for empty receives instead would read the same messages again and again
+   * until the broker moved them to the group's dead-letter topic, 16
+   * deliveries later. Read once every worker has stopped; a delivery a
+   * stopped worker held comes back once its invisible duration ran out, so
+   * the first receives may wait for it.
    */
   async #pendingIds(topic: string, group: string): Promise<string[]> {
     const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined, trace: () => undefined };
@@ -351,17 +358,21 @@ export class RocketMqFaultAdapter implements FaultAdapter {
       awaitDuration: 5_000,
     });
     await consumer.startup();
-    const ids: string[] = [];
+    const ids = new Set<string>();
     try {
-      for (let empty = 0; empty < 2; ) {
-        const messages: MessageView[] = await consumer.receive(32, 10_000).catch(() => []);
-        empty = messages.length === 0 ? empty + 1 : 0;
-        for (const message of messages) ids.push(message.properties.get(ID_PROPERTY) ?? message.messageId);
+      for (let newAt = Date.now(); Date.now() - newAt < PENDING_QUIET_MS; ) {
+        const messages: MessageView[] = await consumer.receive(32, 10_000).catch(async () => {
+          await new Promise((r) => setTimeout(r, 1_000));
+          return [];
+        });
+        const before = ids.size;
+        for (const message of messages) ids.add(message.properties.get(ID_PROPERTY) ?? message.messageId);
+        if (ids.size > before) newAt = Date.now();
       }
     } finally {
       await consumer.shutdown();
     }
-    return ids;
+    return [...ids];
   }
 }
 

@@ -61,6 +61,16 @@ export interface Scope extends ScopeNames {
    * them. Read once every worker has stopped.
    */
   errorIds(): Promise<string[]>;
+  /**
+   * Message ids in the error queue now, read without consuming or moving
+   * anything, while workers run; where the broker allows such a read
+   * (RocketMQ: the same in-place read as `errorIds`). The drain checks the
+   * ids still open against them: an error queue can hold one message twice
+   * (a dead-letter whose original was given out again), and a count of
+   * entries would take the second entry for a message still on its way.
+   * Default: absent (the drain compares the open ids with `errorCount`).
+   */
+  errorIdsNow?(): Promise<string[]>;
   /** Message ids still in the work queue or a delay, read once every worker has stopped; may consume them. */
   pendingIds(): Promise<string[]>;
   /**
