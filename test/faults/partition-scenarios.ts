@@ -11,6 +11,7 @@
 import { seededRandom } from '../../src/time/random.js';
 import { WORKER_LEASE_MS, type ScenarioContext } from './context.js';
 import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } from './network/partitions.js';
+import { openAccountedFor } from './run.js';
 import type { Scenario } from './scenarios.js';
 
 /** The adapters (transport names) with nodes on the suite's network. */
@@ -62,7 +63,9 @@ async function drained(context: ScenarioContext, confirmed: ReadonlySet<string>)
   const open = [...confirmed].filter((id) => !handled.has(id));
   if (open.length === 0) return true;
   const { scope } = context;
-  return open.length <= (await scope.errorCount().catch(() => -1)) && (await scope.delayedCount().catch(() => -1)) === 0;
+  const errorCount = await scope.errorCount().catch(() => -1);
+  if (!openAccountedFor(open, errorCount, 0) || (await scope.delayedCount().catch(() => -1)) !== 0) return false;
+  return !scope.errorIdsNow || openAccountedFor(open, errorCount, 0, new Set(await scope.errorIdsNow().catch((): string[] => [])));
 }
 
 /** How long `kind` cuts in its own scenario: client-past-lease three of the workers' leases, so it outlasts one; every other kind {@link CUT_MS}. */
