@@ -11,7 +11,6 @@
 import { seededRandom } from '../../src/time/random.js';
 import { WORKER_LEASE_MS, type ScenarioContext } from './context.js';
 import { PARTITION_KINDS, partitionSchedule, runPartition, type PartitionKind } from './network/partitions.js';
-import { openAccountedFor } from './run.js';
 import type { Scenario } from './scenarios.js';
 
 /** The adapters (transport names) with nodes on the suite's network. */
@@ -50,24 +49,6 @@ async function startFlow<T>(context: ScenarioContext, sends: number, beforeTraff
   return placed;
 }
 
-/**
- * Drained: every confirmed id handled, or at most as many left as the error
- * queue holds entries, no delayed retry waiting, and (where the error queue
- * can be read in place) every id left in it. The last two because a
- * partition can leave an error queue holding one message twice (its
- * dead-letter's ack lost, the copy written again), so its entries
- * outnumber the messages in it while retries are still on their way.
- */
-async function drained(context: ScenarioContext, confirmed: ReadonlySet<string>): Promise<boolean> {
-  const handled = new Set(context.handled());
-  const open = [...confirmed].filter((id) => !handled.has(id));
-  if (open.length === 0) return true;
-  const { scope } = context;
-  const errorCount = await scope.errorCount().catch(() => -1);
-  if (!openAccountedFor(open, errorCount, 0) || (await scope.delayedCount().catch(() => -1)) !== 0) return false;
-  return !scope.errorIdsNow || openAccountedFor(open, errorCount, 0, new Set(await scope.errorIdsNow().catch((): string[] => [])));
-}
-
 /** How long `kind` cuts in its own scenario: client-past-lease three of the workers' leases, so it outlasts one; every other kind {@link CUT_MS}. */
 function cutOf(kind: PartitionKind, context: ScenarioContext): number {
   return kind === 'client-past-lease' ? 3 * (context.adapter.leaseMs ?? WORKER_LEASE_MS) : CUT_MS;
@@ -79,7 +60,7 @@ function kindScenario(kind: PartitionKind): Scenario {
     title: TITLES[kind],
     only: PARTITION_TRANSPORTS,
     workload,
-    drained,
+    drainWaitsForDelayed: true,
     async run(context) {
       const { messages } = context.workload;
       const half = Math.floor(messages / 2);
@@ -99,7 +80,7 @@ export const PARTITION_SCENARIOS: readonly Scenario[] = [
     title: `a seeded schedule of ${SCHEDULE_STEPS} partitions in a row (replay with the same --seed)`,
     only: PARTITION_TRANSPORTS,
     workload,
-    drained,
+    drainWaitsForDelayed: true,
     async run(context) {
       const schedule = partitionSchedule(context.seed, SCHEDULE_STEPS);
       context.note(`schedule (seed ${context.seed}): ${JSON.stringify(schedule)}`);

@@ -196,7 +196,7 @@ export async function runScenario(adapter: FaultAdapter, scenario: Scenario, opt
     await Promise.all([...context.producers, ...(twin?.producers ?? [])].map((p) => p.exited));
     const [recoverySeconds, bareRecoverySeconds] = await Promise.all([
       drain(context, scenario, drainTimeoutMs, stallMs),
-      twin && drain(twin, { ...scenario, drained: undefined }, drainTimeoutMs, stallMs),
+      twin && drain(twin, { ...scenario, drained: undefined, drainWaitsForDelayed: false }, drainTimeoutMs, stallMs),
     ]);
     await context.stopWorkers();
     const result = await evidence(context, scenario);
@@ -297,7 +297,8 @@ const ERROR_IDS_EVERY_MS = 1_000;
  * null when it did not drain in time or stalled (no message handled or
  * dead-lettered for `stallMs`). By default drained means every confirmed id
  * handled, in the error queue, or set aside for an operator by design (see
- * `Scope.parkedCount`). The open ids are first compared with the error
+ * `Scope.parkedCount`), and, where the scenario asks it
+ * (`drainWaitsForDelayed`), no delayed retry waiting. The open ids are first compared with the error
  * queue's count; where the scope reads the error queue's ids while workers
  * run (`Scope.errorIdsNow`), each open id must then be among them (or the
  * rest covered by the parked count), so an entry the error queue holds
@@ -315,6 +316,7 @@ async function drain(context: ScenarioContext, scenario: Scenario, timeoutMs: nu
       const parked = (await c.scope.parkedCount?.().catch(() => -1)) ?? 0;
       const errorCount = await c.scope.errorCount().catch(() => -1);
       if (!openAccountedFor(open, errorCount, parked)) return false;
+      if (scenario.drainWaitsForDelayed && (await c.scope.delayedCount().catch(() => -1)) !== 0) return false;
       if (!c.scope.errorIdsNow) return true;
       if (Date.now() - idsReadAt < ERROR_IDS_EVERY_MS) return false;
       idsReadAt = Date.now();

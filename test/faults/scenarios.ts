@@ -38,6 +38,14 @@ export interface Scenario {
    * error queue.
    */
   drained?(context: ScenarioContext, confirmed: ReadonlySet<string>): Promise<boolean>;
+  /**
+   * Whether the default drain also waits, while ids are open, until no
+   * delayed retry is waiting: a cut can leave the error queue holding one
+   * message twice (its dead-letter's ack lost, the copy written again), so
+   * its entries outnumber the messages in it while retries are still due.
+   * Default false.
+   */
+  readonly drainWaitsForDelayed?: boolean;
 }
 
 const MINUTE = 60_000;

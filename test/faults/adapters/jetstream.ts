@@ -48,7 +48,7 @@ import { BARE_CONSUMER, bareNames } from '../children/jetstream-bare-client.js';
 import { WORKER_LEASE_MS } from '../context.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
+import { partitionable, type FaultAdapter, type Partitionable, type Scope, type ScopeOptions } from './types.js';
 
 /** Options of {@link JetStreamFaultAdapter}. */
 export interface JetStreamFaultAdapterOptions {
@@ -144,9 +144,7 @@ export class JetStreamFaultAdapter implements FaultAdapter {
   }
 
   get partitions(): Partitionable | undefined {
-    const nemesis = this.#nemesis;
-    if (!nemesis) return undefined;
-    return { nemesis, roles: (scope) => this.#roles(scope) };
+    return partitionable(this.#nemesis, (scope) => this.#roles(scope));
   }
 
   /**

@@ -41,7 +41,7 @@ import { openNetwork } from '../network/open.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
+import { partitionable, type FaultAdapter, type Partitionable, type Scope, type ScopeOptions } from './types.js';
 
 /** Options of {@link NsqFaultAdapter}. */
 export interface NsqFaultAdapterOptions {
@@ -154,9 +154,7 @@ export class NsqFaultAdapter implements FaultAdapter {
   }
 
   get partitions(): Partitionable | undefined {
-    const nemesis = this.#nemesis;
-    if (!nemesis) return undefined;
-    return { nemesis, roles: (scope) => this.#roles(scope) };
+    return partitionable(this.#nemesis, (scope) => this.#roles(scope));
   }
 
   /**

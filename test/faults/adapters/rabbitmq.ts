@@ -37,7 +37,7 @@ import type { PartitionRoles } from '../network/partitions.js';
 import { bareDelayQueue, bareQueues } from '../children/rabbitmq-bare-client.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Partitionable, Scope, ScopeOptions } from './types.js';
+import { partitionable, type FaultAdapter, type Partitionable, type Scope, type ScopeOptions } from './types.js';
 
 /** Options of {@link RabbitMqFaultAdapter}. */
 export interface RabbitMqFaultAdapterOptions {
@@ -150,9 +150,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
   }
 
   get partitions(): Partitionable | undefined {
-    const nemesis = this.#nemesis;
-    if (!nemesis) return undefined;
-    return { nemesis, roles: (scope) => this.#roles(scope) };
+    return partitionable(this.#nemesis, (scope) => this.#roles(scope));
   }
 
   /** The node leading the scope's quorum work queue now, and the others. */

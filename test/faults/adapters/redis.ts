@@ -36,7 +36,7 @@ import { FaultNetwork } from '../network/network.js';
 import type { PartitionRoles } from '../network/partitions.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
-import type { FaultAdapter, Partitionable, Scope } from './types.js';
+import { partitionable, type FaultAdapter, type Partitionable, type Scope } from './types.js';
 
 /** Options of {@link RedisFaultAdapter}. */
 export interface RedisFaultAdapterOptions {
@@ -180,9 +180,7 @@ export class RedisFaultAdapter implements FaultAdapter {
   }
 
   get partitions(): Partitionable | undefined {
-    const nemesis = this.#nemesis;
-    if (!nemesis) return undefined;
-    return { nemesis, roles: (scope) => this.#roles(scope) };
+    return partitionable(this.#nemesis, (scope) => this.#roles(scope));
   }
 
   /**

@@ -47,7 +47,7 @@ import type { PartitionRoles } from '../network/partitions.js';
 import { RocketMqNodes, type RocketMqRole } from '../rocketmq-nodes.js';
 import type { Transport } from '../../../src/transport/types.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
-import type { FaultAdapter, Partitionable, Scope } from './types.js';
+import { partitionable, type FaultAdapter, type Partitionable, type Scope } from './types.js';
 
 /** The broker's request for its timer's per-topic counts. */
 const GET_TIMER_METRICS = 61;
@@ -138,9 +138,7 @@ export class RocketMqFaultAdapter implements FaultAdapter {
   }
 
   get partitions(): Partitionable | undefined {
-    const nemesis = this.#nemesis;
-    if (!nemesis) return undefined;
-    return { nemesis, roles: (scope) => this.#roles(scope) };
+    return partitionable(this.#nemesis, (scope) => this.#roles(scope));
   }
 
   /**

@@ -101,6 +101,11 @@ export interface Partitionable {
   roles(scope: Scope): Promise<PartitionRoles>;
 }
 
+/** An adapter's {@link Partitionable} from its nemesis, or undefined while it has none (no network of its own, or not started). */
+export function partitionable(nemesis: Nemesis | undefined, roles: Partitionable['roles']): Partitionable | undefined {
+  return nemesis ? { nemesis, roles } : undefined;
+}
+
 /** What the fault suite needs of one transport. */
 export interface FaultAdapter {
   /** The transport's name in the report, e.g. `sqlite`, `rabbitmq`. */

@@ -10,9 +10,8 @@ import { BadRequestException, ExponentialBackoffRetryPolicy, InternalErrorExcept
 import { Duration } from 'google-protobuf/google/protobuf/duration_pb.js';
 import { ExponentialBackoff, RetryPolicy } from 'rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb.js';
 import { classifyRocketMqSendError } from '../../../src/transports/rocketmq/index.js';
-import { RocketMqSubscription } from '../../../src/transports/rocketmq/subscription.js';
 import { systemClock } from '../../../src/time/clock.js';
-import type { Delivery } from '../../../src/transport/types.js';
+import { FAKE_MESSAGE, fakeSubscription } from './fake-consumer.js';
 import { ROCKETMQ_ENDPOINTS, RocketScratch, rocketSkipReason } from './scratch.js';
 
 describe('rocketmq-client-nodejs: throttling backoff', () => {
@@ -43,38 +42,21 @@ describe('rocketmq-client-nodejs: throttling backoff', () => {
 describe('rocketmq-client-nodejs: a receive before the settings reached the proxy', () => {
   it('a failed first receive is tried again after the backoff, and the message is handed out', async () => {
     let receives = 0;
-    const message = { messageId: 'm', properties: new Map([['redeliver-id', 'x'], ['redeliver-headers', '{}']]), body: Buffer.from('b'), keys: [] };
-    const fake = {
+    const waits: number[] = [];
+    const { got, sub } = fakeSubscription({
+      clock: systemClock,
+      leaseMs: 10_000,
       async receive() {
         receives++;
         if (receives === 1) throw new InternalErrorException(50001, 'settings not received yet');
-        if (receives === 2) return [message];
+        if (receives === 2) return [FAKE_MESSAGE];
         await new Promise((r) => setTimeout(r, 20));
         return [];
       },
-      async shutdown() {},
-      async changeInvisibleDuration() {},
-    } as unknown as SimpleConsumer;
-    const got: Delivery[] = [];
-    const waits: number[] = [];
-    const sub = new RocketMqSubscription({
-      queue: 'q',
-      group: 'g',
-      requestTimeoutMs: 5_000,
-      listener: (d) => got.push(d),
-      prefetch: 1,
-      leaseMs: 10_000,
-      start: async () => fake,
-      owner: { clock: systemClock, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined, recordDuplicate: () => undefined },
-      hop: async () => undefined,
-      backoff: ({ attempt }) => {
+      backoff: (attempt) => {
         waits.push(attempt);
         return 5;
       },
-      clock: systemClock,
-      random: () => 0.5,
-      logger: undefined,
-      onClosed: () => undefined,
     });
     for (let i = 0; i < 200 && got.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     await sub.close();

@@ -7,20 +7,19 @@
  * it to another consumer. Shown on the subscription with a fake clock and a
  * consumer whose receive takes the time the test gives it.
  */
-import type { SimpleConsumer } from 'rocketmq-client-nodejs';
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../../src/time/fake-clock.js';
-import type { Delivery } from '../../../src/transport/types.js';
-import { RocketMqSubscription } from '../../../src/transports/rocketmq/subscription.js';
+import { FAKE_MESSAGE, fakeSubscription } from './fake-consumer.js';
 
 const LEASE_MS = 10_000;
 
 /** A subscription whose first receive answers one message after `receiveMs` of the fake clock; later ones answer nothing. */
 async function firstDelivery(receiveMs: number) {
   const clock = new FakeClock(1_000_000);
-  const message = { messageId: 'm', properties: new Map([['redeliver-id', 'x'], ['redeliver-headers', '{}']]), body: Buffer.from('b'), keys: [] };
   let receives = 0;
-  const fake = {
+  const { got, sub } = fakeSubscription({
+    clock,
+    leaseMs: LEASE_MS,
     async receive() {
       receives++;
       if (receives > 1) {
@@ -28,27 +27,8 @@ async function firstDelivery(receiveMs: number) {
         return [];
       }
       await clock.advance(receiveMs);
-      return [message];
+      return [FAKE_MESSAGE];
     },
-    async shutdown() {},
-    async changeInvisibleDuration() {},
-  } as unknown as SimpleConsumer;
-  const got: Delivery[] = [];
-  const sub = new RocketMqSubscription({
-    queue: 'q',
-    group: 'g',
-    requestTimeoutMs: 5_000,
-    listener: (d) => got.push(d),
-    prefetch: 1,
-    leaseMs: LEASE_MS,
-    start: async () => fake,
-    owner: { clock, changeInvisible: async () => undefined, sendCopy: async () => undefined, errorQueue: async () => undefined, recordDuplicate: () => undefined },
-    hop: async () => undefined,
-    backoff: () => 5,
-    clock,
-    random: () => 0.5,
-    logger: undefined,
-    onClosed: () => undefined,
   });
   // The first receive has answered, and what it brought is handed out or dropped, once the next one is asked for (with room).
   for (let i = 0; i < 200 && got.length === 0 && receives < 2; i++) await new Promise((r) => setTimeout(r, 5));
