@@ -132,11 +132,12 @@ if (wanted('rocketmq')) {
 }
 
 const results: ScenarioResult[] = [];
-let failures = 0;
+/** Why the run fails: one entry per failing row, cluster or missing network. */
+const failed: string[] = [];
 const noNetwork = partitions.length > 0 ? networkUnavailableReason() : undefined;
 if (noNetwork) {
   // Loud, and a failure in CI, where the partition scenarios must run.
-  if (process.env['CI'] === 'true') failures++;
+  if (process.env['CI'] === 'true') failed.push(`no network of the suite's own: ${noNetwork}`);
   for (const scenario of partitions) {
     for (const transport of PARTITION_TRANSPORTS.filter(selects)) {
       results.push({ name: scenario.name, transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, skipped: `no network of the suite's own: ${noNetwork}` });
@@ -159,12 +160,12 @@ for (const make of adapters) {
       try {
         result = await runScenario(adapter, scenario, { messages, dir, seed, log });
       } catch (error) {
-        failures++;
+        failed.push(`${adapter.transport} ${scenario.name}: could not run: ${(error as Error).message}`);
         result = { name: scenario.name, transport: adapter.transport, messages: 0, lost: 0, duplicates: 0, recoverySeconds: null, notes: [`could not run: ${(error as Error).stack}`] };
       }
       const failure = rowFailure(result);
       if (failure !== undefined) {
-        failures++;
+        failed.push(`${adapter.transport} ${scenario.name}: ${failure}`);
         log(`  FAILED: ${failure}`);
       }
       const stall = rowStall(result);
@@ -174,7 +175,7 @@ for (const make of adapters) {
     }
     const together = holdsFailure(results.filter((r) => r.transport === adapter.transport));
     if (together !== undefined) {
-      failures++;
+      failed.push(`${adapter.transport}, its rows together: ${together}`);
       log(`FAILED (${adapter.transport}, its rows together): ${together}`);
     }
   } finally {
@@ -194,5 +195,5 @@ for (const transport of new Set(results.map((r) => r.transport))) {
 }
 console.log(`\n${results.filter((r) => !r.skipped).length} scenario runs in ${elapsed} s (${Math.floor(elapsed / 60)} min ${elapsed % 60} s), evidence in ${values.keep ? dir : '(removed; --keep keeps it)'}`);
 if (!values.keep) rmSync(dir, { recursive: true, force: true });
-console.log(jsonLine(results, elapsed));
-process.exit(failures > 0 ? 1 : 0);
+console.log(jsonLine(results, elapsed, failed));
+process.exit(failed.length > 0 ? 1 : 0);

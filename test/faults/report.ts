@@ -16,7 +16,7 @@ export function formatRow(r: ScenarioResult): string {
   return [...cells, counts, detail].join(' ') + notes;
 }
 
-/** The closing JSON line. */
-export function jsonLine(results: readonly ScenarioResult[], elapsedSeconds: number): string {
-  return JSON.stringify({ scenarios: results, elapsedSeconds });
+/** The closing JSON line; `failed` (why the run fails, one entry per failure) comes last, so a log cut to its tail still says why. */
+export function jsonLine(results: readonly ScenarioResult[], elapsedSeconds: number, failed: readonly string[]): string {
+  return JSON.stringify({ scenarios: results, elapsedSeconds, failed });
 }
