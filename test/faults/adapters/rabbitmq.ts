@@ -64,6 +64,11 @@ export interface RabbitMqFaultAdapterOptions {
  */
 const NETWORK_CONFIG = ['cluster_partition_handling = autoheal', 'net_ticktime = 5'];
 /**
+ * How long a step of a scope's set-up or of the partition roles on the
+ * namespaced cluster is tried again while it fails (see `#settingUp`).
+ */
+const SETUP_RETRY_MS = 60_000;
+/**
  * A delay level's hop that a partition left unconfirmed (the next level's
  * leader cut off) is published again after 2 s instead of the broker's
  * default 180 s, so a row drains within its partition's seconds; a hop
@@ -155,7 +160,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
 
   /** The node leading the scope's quorum work queue now, and the others. */
   async #roles(scope: Scope): Promise<PartitionRoles> {
-    const leader = await this.cluster.leaderOf(scope.queue);
+    // Within a schedule the last cut may still be healing: no node may name a leader for a while.
+    const leader = await this.#settingUp(`the leader of ${scope.queue}`, () => this.cluster.leaderOf(scope.queue));
     this.#log(`${scope.queue}: leader node ${leader}; c1 clients on node ${this.#c1Node}, c2 clients and the harness on node ${this.#clientNode}`);
     const bare = this.#bareQueues.get(scope.queue);
     if (bare) this.#log(`${bare} (bare client): leader node ${await this.#moveLeader(bare, leader)}`);
@@ -197,8 +203,8 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const queueType = this.#nodes === 1 ? 'classic' : 'quorum';
     if (this.#nodes > 1) {
       // Declare the work queue first, then connect clients to a node that does not lead it.
-      await this.#withChannel(1, (channel) => channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } }));
-      const leader = await this.cluster.leaderOf(queue);
+      await this.#settingUp(`declaring ${queue}`, () => this.#withChannel(1, (channel) => channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } })));
+      const leader = await this.#settingUp(`the leader of ${queue}`, () => this.cluster.leaderOf(queue));
       const followers = this.cluster.nodes.filter((node) => node !== leader);
       this.#clientNode = followers[0]!;
       this.#c1Node = this.#networked ? followers[1]! : this.#clientNode;
@@ -278,10 +284,12 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const errorQueue = `${label}.error`;
     const delay = bareDelayQueue(queue);
     const beside = label.replace(/-bare$/, '');
-    const leader = await this.cluster.leaderOf(beside);
-    await this.#withChannel(leader, async (channel) => {
-      for (const q of bareQueues(queue, errorQueue)) await channel.assertQueue(q.name, { durable: true, arguments: q.arguments });
-    });
+    const leader = await this.#settingUp(`the leader of ${beside}`, () => this.cluster.leaderOf(beside));
+    await this.#settingUp(`declaring ${queue}`, () =>
+      this.#withChannel(leader, async (channel) => {
+        for (const q of bareQueues(queue, errorQueue)) await channel.assertQueue(q.name, { durable: true, arguments: q.arguments });
+      }),
+    );
     this.#bareQueues.set(beside, queue);
     this.#log(`${queue} (bare client): declared through node ${leader}, its leader node ${await this.cluster.leaderOf(queue).catch(() => 'unknown')}`);
     const peek = new DepthPeek(() => this.cluster.url(this.#clientNode));
@@ -463,6 +471,27 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
       }
     });
     return ids;
+  }
+
+  /**
+   * `step`, tried again every 500 ms while it fails, for up to
+   * {@link SETUP_RETRY_MS} on the namespaced cluster (once elsewhere): after
+   * a cut, RabbitMQ 3.10's `autoheal` can restart a node's application every
+   * minute for a while, so a set-up read or declaration may meet its AMQP
+   * port closed or no leader named. Logs the first failure; rejects with the
+   * last one.
+   */
+  async #settingUp<T>(what: string, step: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + (this.#networked ? SETUP_RETRY_MS : 0);
+    for (let tries = 1; ; tries++) {
+      try {
+        return await step();
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+        if (tries === 1) this.#log(`${what}: ${(error as Error).message}; trying again for up to ${SETUP_RETRY_MS / 1000} s`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
   }
 
   async #withChannel<T>(node: number, use: (channel: amqp.Channel) => Promise<T>): Promise<T> {
