@@ -19,6 +19,8 @@ const WORKER = 'test/faults/children/worker.ts';
 const PRODUCER = 'test/faults/children/producer.ts';
 /** The lease workers are given (their endpoint's `leaseMs`). */
 export const WORKER_LEASE_MS = 2_000;
+/** How long a worker may take to start (FaultAdapter.workerStartMs) by default. */
+const WORKER_START_MS = 60_000;
 
 /** How a scenario's workers and producer behave. */
 export interface Workload {
@@ -85,7 +87,7 @@ export class ScenarioContext {
     const output = join(this.dir, `worker-${n}.out`);
     const child = Child.start(`worker-${n}`, this.scope.children?.worker ?? WORKER, [JSON.stringify(config)], output, {}, this.#place(`worker-${n}`));
     this.workers.push(child);
-    await this.waitUntil(`worker-${n} to start`, 60_000, () => fileIncludes(output, 'ready') || !child.running);
+    await this.waitUntil(`worker-${n} to start`, this.adapter.workerStartMs ?? WORKER_START_MS, () => fileIncludes(output, 'ready') || !child.running);
     if (!child.running) throw new Error(`worker-${n} exited at start with code ${child.code}; see ${output}`);
     return child;
   }

@@ -64,10 +64,16 @@ export interface RabbitMqFaultAdapterOptions {
  */
 const NETWORK_CONFIG = ['cluster_partition_handling = autoheal', 'net_ticktime = 5'];
 /**
- * How long a step of a scope's set-up or of the partition roles on the
- * namespaced cluster is tried again while it fails (see `#settingUp`).
+ * How long, on the namespaced cluster, a worker may take to start, and a
+ * step of a scope's set-up or of the partition roles is tried again while
+ * it fails (see `#settingUp`). After a cut, RabbitMQ 3.10's autoheal can
+ * loop, its rounds a minute apart, for up to about 4 min here: each round
+ * restarts a node's application, and while a node's database is split from
+ * the others it refuses to declare a quorum queue another node made
+ * (`cluster_not_formed`), so a worker connected there keeps trying until
+ * the loop ends.
  */
-const SETUP_RETRY_MS = 60_000;
+const AUTOHEAL_SETTLE_MS = 300_000;
 /**
  * A delay level's hop that a partition left unconfirmed (the next level's
  * leader cut off) is published again after 2 s instead of the broker's
@@ -94,6 +100,7 @@ const sum = (counts: readonly number[]) => counts.reduce((total, count) => total
 /** The RabbitMQ adapter, on nodes of its own. */
 export class RabbitMqFaultAdapter implements FaultAdapter {
   readonly transport: string;
+  readonly workerStartMs: number | undefined;
   #cluster?: RabbitCluster;
   readonly #nodes: number;
   readonly #log: (line: string) => void;
@@ -115,6 +122,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     this.#nodes = options.nodes ?? 1;
     this.#log = options.log ?? (() => undefined);
     this.#networked = options.network ?? false;
+    this.workerStartMs = this.#networked ? AUTOHEAL_SETTLE_MS : undefined;
     if (this.#networked && this.#nodes !== 3) throw new Error('RabbitMqFaultAdapter: network needs nodes: 3');
     this.transport = this.#nodes === 1 ? 'rabbitmq' : this.#networked ? `rabbitmq-${this.#nodes}-netns` : `rabbitmq-${this.#nodes}-node`;
   }
@@ -475,20 +483,19 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
 
   /**
    * `step`, tried again every 500 ms while it fails, for up to
-   * {@link SETUP_RETRY_MS} on the namespaced cluster (once elsewhere): after
-   * a cut, RabbitMQ 3.10's `autoheal` can restart a node's application every
-   * minute for a while, so a set-up read or declaration may meet its AMQP
-   * port closed or no leader named. Logs the first failure; rejects with the
-   * last one.
+   * {@link AUTOHEAL_SETTLE_MS} on the namespaced cluster (once elsewhere),
+   * where a set-up read or declaration may meet a node's AMQP port closed
+   * by autoheal, or no leader named. Logs the first failure; rejects with
+   * the last one.
    */
   async #settingUp<T>(what: string, step: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + (this.#networked ? SETUP_RETRY_MS : 0);
+    const deadline = Date.now() + (this.#networked ? AUTOHEAL_SETTLE_MS : 0);
     for (let tries = 1; ; tries++) {
       try {
         return await step();
       } catch (error) {
         if (Date.now() >= deadline) throw error;
-        if (tries === 1) this.#log(`${what}: ${(error as Error).message}; trying again for up to ${SETUP_RETRY_MS / 1000} s`);
+        if (tries === 1) this.#log(`${what}: ${(error as Error).message}; trying again for up to ${AUTOHEAL_SETTLE_MS / 1000} s`);
         await new Promise((r) => setTimeout(r, 500));
       }
     }

@@ -126,6 +126,11 @@ export interface FaultAdapter {
    */
   readonly leaseMs?: number;
   /**
+   * How long a worker may take from its start until it consumes (its
+   * topology declared); past it the scenario stops early. Default 60 s.
+   */
+  readonly workerStartMs?: number;
+  /**
    * A scope for the broker's bare client, run beside redeliver in the same
    * scenario (same faults, same failure mix) where the broker itself loses
    * messages by design; its loss is reported as `bareLost`. Undefined for

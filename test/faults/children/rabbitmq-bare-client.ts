@@ -11,8 +11,10 @@
  * quorum queue's `x-dead-letter-strategy: at-least-once`, which RabbitMQ
  * honours only with `x-overflow: reject-publish`). The fault adapter's
  * bare scope declares them on the suite's own cluster and deletes every one
- * of them at its cleanup (`RabbitMqFaultAdapter.bareScope`); the children
- * declare none.
+ * of them at its cleanup (`RabbitMqFaultAdapter.bareScope`); the worker
+ * declares them again each time it connects, as an amqplib application
+ * does, so a queue that `autoheal` dropped (declared on the side that lost)
+ * comes back.
  */
 import amqp from 'amqplib';
 import type { ChannelModel, ConfirmChannel, Options } from 'amqplib';

@@ -21,7 +21,8 @@
  * while it works, and as it ends; `-` when it never did): a RabbitMQ
  * consumer's only sign that the broker took its deliveries back. A closed
  * connection or channel, or a consumer the broker cancelled, is replaced by
- * a new connection 500 ms later. SIGTERM stops it gracefully.
+ * a new connection 500 ms later, which declares the bare scope's queues
+ * again before it consumes. SIGTERM stops it gracefully.
  *
  * Usage: node --import tsx rabbitmq-bare-worker.ts '<WorkerConfig as JSON>'
  */
@@ -29,7 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { openEvidenceLog } from '../evidence-log.js';
 import { attemptFails, behaviourOf } from '../failure-mix.js';
-import { bareConnect, bareDelayQueue, publishConfirmed, ROUND_HEADER } from './rabbitmq-bare-client.js';
+import { bareConnect, bareDelayQueue, bareQueues, publishConfirmed, ROUND_HEADER } from './rabbitmq-bare-client.js';
 import type { WorkerConfig } from './worker.js';
 
 /** Attempts per round: the first and 2 immediate retries. */
@@ -85,6 +86,8 @@ async function open(): Promise<void> {
         channel.on('error', () => undefined);
         channel.on('close', lost);
       }
+      // As an amqplib application does: its queues declared before it consumes, so one that autoheal dropped comes back.
+      for (const q of bareQueues(config.queue, config.errorQueue)) await s.consume.assertQueue(q.name, { durable: true, arguments: q.arguments });
       await s.consume.prefetch(config.concurrency);
       const { consumerTag } = await s.consume.consume(
         config.queue,
