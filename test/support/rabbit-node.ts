@@ -357,6 +357,8 @@ export class RabbitCluster {
     const started = Date.now();
     const [file, ...args] = slot.placement.command([join(BIN, 'rabbitmq-server')]);
     slot.process = spawn(file!, args, {
+      // Anything the node writes by a relative path (a Mnesia directory an autoheal restart made once) lands in its own directory.
+      cwd: slot.dir,
       env: {
         ...this.env(slot),
         RABBITMQ_NODENAME: slot.name,
