@@ -34,7 +34,7 @@ import type { Nemesis } from '../network/nemesis.js';
 import type { FaultNetwork } from '../network/network.js';
 import { openNetwork } from '../network/open.js';
 import type { PartitionRoles } from '../network/partitions.js';
-import { bareDelayQueue, bareQueues } from '../children/rabbitmq-bare-client.js';
+import { bareDelayQueue, bareQueues, declareBareQueues } from '../children/rabbitmq-bare-client.js';
 import { openSpec, type TransportSpec } from '../transport-spec.js';
 import { ingestErrorIds } from './error-ids.js';
 import { partitionable, type FaultAdapter, type Partitionable, type Scope, type ScopeOptions } from './types.js';
@@ -294,9 +294,7 @@ export class RabbitMqFaultAdapter implements FaultAdapter {
     const beside = label.replace(/-bare$/, '');
     const leader = await this.#settingUp(`the leader of ${beside}`, () => this.cluster.leaderOf(beside));
     await this.#settingUp(`declaring ${queue}`, () =>
-      this.#withChannel(leader, async (channel) => {
-        for (const q of bareQueues(queue, errorQueue)) await channel.assertQueue(q.name, { durable: true, arguments: q.arguments });
-      }),
+      this.#withChannel(leader, (channel) => declareBareQueues(channel, queue, errorQueue)),
     );
     this.#bareQueues.set(beside, queue);
     this.#log(`${queue} (bare client): declared through node ${leader}, its leader node ${await this.cluster.leaderOf(queue).catch(() => 'unknown')}`);

@@ -17,7 +17,7 @@
  * comes back.
  */
 import amqp from 'amqplib';
-import type { ChannelModel, ConfirmChannel, Options } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, Options } from 'amqplib';
 
 /** The header a delayed retry's copy carries: how many delayed retries made it (1, 2). */
 export const ROUND_HEADER = 'x-bare-round';
@@ -43,6 +43,11 @@ export function bareQueues(queue: string, errorQueue: string): { readonly name: 
       arguments: { ...quorum, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, 'x-dead-letter-strategy': 'at-least-once', 'x-overflow': 'reject-publish' },
     },
   ];
+}
+
+/** Declares the queues of the bare scope of work queue `queue` through `channel`, in order (see {@link bareQueues}). */
+export async function declareBareQueues(channel: Channel, queue: string, errorQueue: string): Promise<void> {
+  for (const q of bareQueues(queue, errorQueue)) await channel.assertQueue(q.name, { durable: true, arguments: q.arguments });
 }
 
 /** A connection to `url` that the broker shows as `name`; its errors are left to its `close` event. */

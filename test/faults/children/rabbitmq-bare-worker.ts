@@ -30,7 +30,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { openEvidenceLog } from '../evidence-log.js';
 import { attemptFails, behaviourOf } from '../failure-mix.js';
-import { bareConnect, bareDelayQueue, bareQueues, publishConfirmed, ROUND_HEADER } from './rabbitmq-bare-client.js';
+import { bareConnect, bareDelayQueue, declareBareQueues, publishConfirmed, ROUND_HEADER } from './rabbitmq-bare-client.js';
 import type { WorkerConfig } from './worker.js';
 
 /** Attempts per round: the first and 2 immediate retries. */
@@ -87,7 +87,7 @@ async function open(): Promise<void> {
         channel.on('close', lost);
       }
       // As an amqplib application does: its queues declared before it consumes, so one that autoheal dropped comes back.
-      for (const q of bareQueues(config.queue, config.errorQueue)) await s.consume.assertQueue(q.name, { durable: true, arguments: q.arguments });
+      await declareBareQueues(s.consume, config.queue, config.errorQueue);
       await s.consume.prefetch(config.concurrency);
       const { consumerTag } = await s.consume.consume(
         config.queue,
